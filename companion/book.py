@@ -1,0 +1,51 @@
+"""Helpers for the book's pages: where the repository is, and the Colab badge of a chapter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+__all__ = ["repo_root", "repository_url", "colab_url", "colab_badge"]
+
+_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+
+
+def repo_root(start: str | Path | None = None) -> Path | None:
+    """The repository holding the book (a folder with ``_toc.yml`` and ``companion/``), or None."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "_toc.yml").is_file() and (folder / "companion").is_dir():
+            return folder
+    return None
+
+
+def repository_url(root: Path) -> tuple[str, str]:
+    """``(url, branch)`` of ``repository`` in ``<root>/_config.yml``."""
+    repo = yaml.safe_load((root / "_config.yml").read_text())["repository"]
+    return repo["url"].rstrip("/"), repo.get("branch", "main")
+
+
+def colab_url(slug: str, root: Path) -> str:
+    """The Colab address of ``notebooks/<slug>.ipynb`` on the repository's default branch."""
+    url, branch = repository_url(root)
+    prefix = "https://github.com/"
+    if not url.startswith(prefix):
+        raise ValueError(f"repository.url: expected a GitHub URL for Colab, got {url!r}")
+    if not (root / "notebooks" / f"{slug}.ipynb").is_file():
+        raise ValueError(f"slug: no notebooks/{slug}.ipynb in {root}")
+    return f"https://colab.research.google.com/github/{url[len(prefix):]}/blob/{branch}/notebooks/{slug}.ipynb"
+
+
+def colab_badge(slug: str):
+    """The *Open in Colab* badge of a chapter, built from ``_config.yml``.
+
+    Outside a clone of the repository (in Colab itself) there is nothing to link from,
+    and the badge is left out.
+    """
+    from IPython.display import Markdown
+
+    root = repo_root()
+    if root is None:
+        return Markdown("")
+    return Markdown(f"[![Open in Colab]({_BADGE})]({colab_url(slug, root)})")

@@ -1,0 +1,81 @@
+"""Argument checks shared by every chapter's module.
+
+Each helper either returns a cleaned value or raises :class:`ValueError` whose
+message starts with the argument's name and says what was expected, e.g.
+``probs: must sum to 1 (got 0.9); normalise with probs / probs.sum()``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "as_1d_float_array",
+    "as_probability_vector",
+    "as_positive_int",
+    "as_probability",
+    "check_same_length",
+]
+
+
+def _fail(name: str, message: str) -> None:
+    raise ValueError(f"{name}: {message}")
+
+
+def as_1d_float_array(x: Any, name: str, *, allow_empty: bool = False) -> np.ndarray:
+    """Return ``x`` as a finite 1-D float64 array, or raise naming ``name``."""
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        _fail(name, f"expected a 1-D array of numbers, got {type(x).__name__}")
+    if arr.ndim != 1:
+        _fail(name, f"expected a 1-D array, got shape {arr.shape}")
+    if arr.size == 0 and not allow_empty:
+        _fail(name, "expected a non-empty 1-D array, got an empty one")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        _fail(name, f"must be finite, got {arr[bad]} at index {bad}")
+    return arr
+
+
+def as_probability_vector(p: Any, name: str = "probs", *, atol: float = 1e-9) -> np.ndarray:
+    """Return ``p`` as a float64 probability vector (non-negative, summing to 1 within ``atol``)."""
+    arr = as_1d_float_array(p, name)
+    if np.any(arr < 0):
+        bad = int(np.flatnonzero(arr < 0)[0])
+        _fail(name, f"probabilities must be >= 0, got {arr[bad]} at index {bad}")
+    total = float(arr.sum())
+    if abs(total - 1.0) > atol:
+        _fail(name, f"must sum to 1 (got {total!r}); normalise with {name} / {name}.sum()")
+    return arr
+
+
+def as_positive_int(n: Any, name: str = "n", *, minimum: int = 1) -> int:
+    """Return ``n`` as a Python int ``>= minimum``; bools and non-integral floats are refused."""
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral):
+        _fail(name, f"expected an integer >= {minimum}, got {n!r} ({type(n).__name__})")
+    if n < minimum:
+        _fail(name, f"expected an integer >= {minimum}, got {n}")
+    return int(n)
+
+
+def as_probability(x: Any, name: str, *, low_open: bool = True, high_open: bool = True) -> float:
+    """Return ``x`` as a float in the interval (0, 1), with either end closed on request."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
+        _fail(name, f"expected a real number, got {x!r}")
+    x = float(x)
+    lo_ok = x > 0 if low_open else x >= 0
+    hi_ok = x < 1 if high_open else x <= 1
+    if not (np.isfinite(x) and lo_ok and hi_ok):
+        interval = ("(" if low_open else "[") + "0, 1" + (")" if high_open else "]")
+        _fail(name, f"expected a number in {interval}, got {x}")
+    return x
+
+
+def check_same_length(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> None:
+    """Raise if two 1-D arrays differ in length, naming both."""
+    if a.shape[0] != b.shape[0]:
+        _fail(name_b, f"expected the same length as {name_a} ({a.shape[0]}), got {b.shape[0]}")
