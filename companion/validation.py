@@ -18,6 +18,10 @@ __all__ = [
     "as_positive_int",
     "as_probability",
     "check_same_length",
+    "as_float_array",
+    "as_positive_int_array",
+    "as_choice",
+    "as_generator",
 ]
 
 
@@ -79,3 +83,62 @@ def check_same_length(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) ->
     """Raise if two 1-D arrays differ in length, naming both."""
     if a.shape[0] != b.shape[0]:
         _fail(name_b, f"expected the same length as {name_a} ({a.shape[0]}), got {b.shape[0]}")
+
+
+def as_float_array(
+    x: Any,
+    name: str,
+    *,
+    low: float = -np.inf,
+    high: float = np.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> np.ndarray:
+    """Return ``x`` (scalar or array of any shape) as finite float64 values inside an interval."""
+    if isinstance(x, (bool, np.bool_)):
+        _fail(name, f"expected real numbers, got {x!r}")
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        _fail(name, f"expected real numbers, got {type(x).__name__}")
+    if arr.size == 0:
+        _fail(name, "expected at least one value, got an empty array")
+    flat = arr.ravel()
+    if not np.all(np.isfinite(flat)):
+        bad = int(np.flatnonzero(~np.isfinite(flat))[0])
+        _fail(name, f"must be finite, got {flat[bad]} at flat index {bad}")
+    inside = (flat > low if low_open else flat >= low) & (flat < high if high_open else flat <= high)
+    if not np.all(inside):
+        bad = int(np.flatnonzero(~inside)[0])
+        interval = ("(" if low_open else "[") + f"{low:g}, {high:g}" + (")" if high_open else "]")
+        _fail(name, f"expected values in {interval}, got {flat[bad]} at flat index {bad}")
+    return arr
+
+
+def as_positive_int_array(n: Any, name: str = "n", *, minimum: int = 1) -> np.ndarray:
+    """Return ``n`` (an integer or an integer array of any shape) as int64 values ``>= minimum``.
+
+    Bools and floats (even integral ones such as ``2.0``) are refused, as in :func:`as_positive_int`.
+    """
+    arr = np.asarray(n)
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
+        _fail(name, f"expected integers >= {minimum}, got {n!r} (dtype {arr.dtype})")
+    if arr.size == 0:
+        _fail(name, "expected at least one value, got an empty array")
+    if np.any(arr < minimum):
+        _fail(name, f"expected integers >= {minimum}, got {arr.ravel()[np.argmin(arr.ravel())]}")
+    return arr.astype(np.int64)
+
+
+def as_choice(x: Any, name: str, choices: tuple[str, ...]) -> str:
+    """Return ``x`` if it is one of the strings ``choices``."""
+    if not isinstance(x, str) or x not in choices:
+        _fail(name, f"expected one of {', '.join(map(repr, choices))}, got {x!r}")
+    return x
+
+
+def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
+    """Return ``rng`` if it is a :class:`numpy.random.Generator` (e.g. ``np.random.default_rng(0)``)."""
+    if not isinstance(rng, np.random.Generator):
+        _fail(name, f"expected a numpy.random.Generator such as np.random.default_rng(0), got {type(rng).__name__}")
+    return rng
