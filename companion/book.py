@@ -1,12 +1,14 @@
-"""Helpers for the book's pages: where the repository is, and the Colab badge of a chapter."""
+"""Helpers for the book's pages: where the repository is, the Colab badge, progress bars."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import yaml
+from tqdm.std import tqdm
 
-__all__ = ["repo_root", "repository_url", "colab_url", "colab_badge"]
+__all__ = ["repo_root", "repository_url", "colab_url", "colab_badge", "progress"]
 
 _BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 
@@ -49,3 +51,12 @@ def colab_badge(slug: str):
     if root is None:
         return Markdown("")
     return Markdown(f"[![Open in Colab]({_BADGE})]({colab_url(slug, root)})")
+
+
+def progress(iterable, desc: str, **kwargs):
+    """A text progress bar that reads well in a notebook, in Colab and in the rendered HTML.
+
+    It writes to stdout and refreshes at most every few seconds, so an executed page keeps
+    a short record (start, end, rate) rather than hundreds of partial lines.
+    """
+    return tqdm(iterable, desc=desc, file=sys.stdout, mininterval=5.0, ncols=80, **kwargs)

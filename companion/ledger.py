@@ -52,6 +52,11 @@ class Claim:
     holds: bool
     note: str = ""
 
+    def _repr_markdown_(self) -> str:
+        measured = f"{self.measured:.4g}" if isinstance(self.measured, float) else self.measured
+        verdict = "holds" if self.holds else "**does not hold**"
+        return f"Claim `{self.id}`: the paper says *{self.paper}*; measured here: **{measured}**, {verdict}."
+
 
 def _clean_measured(measured: Any) -> float | int | str:
     if isinstance(measured, (bool, np.bool_)) or measured is None:

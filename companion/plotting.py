@@ -15,11 +15,11 @@ _PALETTE = sns.color_palette("colorblind")
 
 COLORS = {
     "exact": _PALETTE[0],      # the truth: an exact computation or the reference model
-    "method": _PALETTE[1],     # the paper's method or estimator
+    "method": _PALETTE[4],     # the paper's method or estimator
     "optimum": _PALETTE[2],    # an oracle or optimum
     "claimed": _PALETTE[3],    # what the literature or the paper claims
     "baseline": _PALETTE[7],   # baselines
-    "sample": _PALETTE[4],     # Monte-Carlo or measured samples
+    "sample": _PALETTE[9],     # Monte-Carlo or measured samples
 }
 
 
@@ -35,3 +35,4 @@ def use_book_style() -> None:
         "legend.frameon": False,
         "axes.titlesize": "medium",
     })
+

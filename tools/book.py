@@ -143,6 +143,9 @@ def stage() -> Path:
             continue
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, site / rel)
+    # literalinclude shows code from the package: `/companion/...` resolves inside the site
+    shutil.copytree(ROOT / "companion", site / "companion", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     missing = [d for d in notebooks if not executed_path(d).exists()]
     if missing:
         raise FileNotFoundError(f"not executed yet: {missing}; run `python -m tools.book execute` first")

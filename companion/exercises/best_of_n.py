@@ -158,15 +158,16 @@ def check_win_rate_budget(n: int, kl_true: float, kl_formula: float, kl_rewind: 
                             f"{bon.win_rate(probs, rewards, n - 1):.5f}.")
     else:
         report.check(True, "")
-    true_kl, formula_kl = bon.kl_best_of_n(probs, rewards, best), float(bon.kl_formula(best))
+    # The KL answers are judged at the student's own n, so one mistake is not counted twice.
+    true_kl, formula_kl = bon.kl_best_of_n(probs, rewards, n), float(bon.kl_formula(n))
     if abs(kl_true - formula_kl) < 1e-6 and abs(kl_true - true_kl) > 1e-6:
         report.check(False, "your 'true' KL is the formula's value; compute the exact KL of eq. (bon-kl).")
     else:
         report.check(abs(kl_true - true_kl) < 1e-4,
-                     f"the exact KL at n = {best} is not {kl_true:.4f}; recompute it with eq. (bon-kl) "
+                     f"the exact KL at n = {n} is not {kl_true:.4f}; recompute it with eq. (bon-kl) "
                      "(it must lie below the formula and below log L).")
     report.check(abs(kl_formula - formula_kl) < 1e-4,
-                 f"log n - (n-1)/n at n = {best} is not {kl_formula:.4f}.")
+                 f"log n - (n-1)/n at n = {n} is not {kl_formula:.4f}.")
     if kl_rewind is not None:
         m = 1 / (2 * (1 - target))
         report.check(abs(kl_rewind - np.log(m)) < 1e-4,
