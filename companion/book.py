@@ -1,4 +1,4 @@
-"""Helpers for the book's pages: where the repository is, the Colab badge, progress bars."""
+"""Helpers for the book's pages: the repository, the Colab badge, glued numbers, progress bars."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from tqdm.std import tqdm
 
-__all__ = ["repo_root", "repository_url", "colab_url", "colab_badge", "progress"]
+__all__ = ["repo_root", "repository_url", "colab_url", "colab_badge", "glue", "progress"]
 
 _BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 
@@ -51,6 +51,27 @@ def colab_badge(slug: str):
     if root is None:
         return Markdown("")
     return Markdown(f"[![Open in Colab]({_BADGE})]({colab_url(slug, root)})")
+
+
+def glue(name: str, value) -> None:
+    """Glue a number into the prose (``{glue:text}`name:.3f```) without displaying it.
+
+    numpy scalars become plain Python ``int``/``float``, so the page shows ``0.693``, not
+    ``np.float64(0.693)``. Where myst-nb is not installed (Colab) nothing needs gluing.
+    """
+    import numbers
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)
+    elif isinstance(value, numbers.Real):
+        value = float(value)
+    else:
+        raise ValueError(f"value: expected a number to glue as {name!r}, got {type(value).__name__}")
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return
+    myst_glue(name, value, display=False)
 
 
 def progress(iterable, desc: str, **kwargs):

@@ -66,3 +66,11 @@ def test_build_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("BOOK_BUILD_DIR")
     monkeypatch.chdir(tmp_path)
     assert build_dir() == tmp_path / "_build"  # no repository above: next to the notebook
+
+
+def test_glue_takes_plain_numbers_only():
+    from companion.book import glue
+
+    with pytest.raises(ValueError, match="^value"):
+        glue("x", "0.5")
+    glue("x", np.float64(0.5))  # outside a notebook myst-nb glues into nothing; it must not fail

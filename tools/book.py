@@ -136,7 +136,6 @@ def stage() -> Path:
     site.mkdir(parents=True, exist_ok=True)
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(ROOT / name, site / name)
-    shutil.copytree(ROOT / "_static", site / "_static", dirs_exist_ok=True)
     notebooks = {d for d in toc_docs() if is_notebook(d)}
     for path in (ROOT / "book").rglob("*"):
         rel = path.relative_to(ROOT)
