@@ -84,6 +84,8 @@ def sync_notebooks() -> list[Path]:
     for doc in chapters():
         nb = jupytext.read(ROOT / f"{doc}.md")
         nb.metadata.pop("jupytext", None)
+        for i, cell in enumerate(nb.cells):  # stable ids: regenerating changes nothing
+            cell.id = f"cell-{i}"
         jupytext.write(nb, colab_notebook(doc), fmt="ipynb")
         written.append(colab_notebook(doc))
     return written
