@@ -1,0 +1,208 @@
+"""Fitting BigClam, IeClam, PClam and PieClam: projected gradient ascent, alternated with the prior.
+
+One entry point, :func:`fit_clam`, with a :class:`ClamConfig`:
+
+* ``lorentz=False, use_prior=False``: BigClam;  ``lorentz=True, use_prior=False``: IeClam;
+* ``lorentz=False, use_prior=True``: PClam;     ``lorentz=True, use_prior=True``: PieClam.
+
+The codes move by projected gradient ascent, ``F <- Proj(F + eta grad)`` (eq. (pieclam-step)),
+with ``eta = lr_feat_n / N`` because the gradient holds ``-sum_m f_m``, which grows with N.
+With a prior: ``warmup_steps`` prior-free code steps, then ``rounds`` rounds of
+``prior_steps`` Adam steps on the flow (codes frozen, noise added) followed by ``feat_steps``
+code steps (prior frozen), halving the code step, the noise and the prior's learning rate after
+each round; a last ``prior_steps`` on the flow fit it to the final codes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .core import as_edge_index, check_codes, clam_grad, clam_loglik, project_cone
+from .prior import RealNVPPrior
+
+__all__ = ["ClamConfig", "ClamResult", "fit_clam"]
+
+
+@dataclass(frozen=True)
+class ClamConfig:
+    """Settings of one fit (defaults: the book's quick scale)."""
+
+    dim: int = 4  # D: C communities for BigClam/PClam, C inclusive + C exclusive (D = 2C) for IeClam/PieClam
+    lorentz: bool = True
+    use_prior: bool = False
+    lr_feat_n: float = 0.02  # eta * N: the code step is lr_feat_n / N
+    feat_steps: int = 2000  # prior-free: all steps; with a prior: steps per round
+    warmup_steps: int = 0  # with a prior: prior-free code steps before the first round
+    prior_steps: int = 300
+    rounds: int = 3
+    lr_prior: float = 3e-3
+    weight_decay: float = 0.1
+    noise: float = 0.05  # std of the noise added to the codes while the prior trains
+    l1: float = 0.0  # lambda_1: an L1 pull on the codes
+    s_reg: float = 0.0  # lambda_s: an L2 pull on the exclusive entries
+    n_blocks: int = 8
+    hidden: int = 32
+    seed: int = 0
+    log_every: int = 50
+
+    def __post_init__(self):
+        for name in ("dim", "feat_steps", "rounds", "n_blocks", "hidden", "log_every"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+        for name in ("warmup_steps", "prior_steps", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
+        for name in ("lr_feat_n", "lr_prior"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
+                raise ValueError(f"{name}: expected a finite number > 0, got {v!r}")
+        for name in ("weight_decay", "noise", "l1", "s_reg"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
+                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+        if self.lorentz and self.dim % 2:
+            raise ValueError(f"dim: IeClam/PieClam codes are C inclusive + C exclusive entries; dim must be even, "
+                             f"got {self.dim}")
+
+    @property
+    def name(self) -> str:
+        return {(False, False): "BigClam", (True, False): "IeClam", (False, True): "PClam",
+                (True, True): "PieClam"}[(self.lorentz, self.use_prior)]
+
+
+@dataclass
+class ClamResult:
+    """A fitted model: codes ``F`` (N x D), the ``prior`` (or None), ``attrs`` and a ``history``."""
+
+    F: torch.Tensor
+    cfg: ClamConfig
+    edge_index: torch.Tensor
+    prior: RealNVPPrior | None = None
+    attrs: torch.Tensor | None = None
+    history: dict[str, list] = field(default_factory=lambda: {"step": [], "loglik": []})
+
+    def prior_input(self) -> torch.Tensor:
+        """What the prior models: the codes, with the node attributes appended if there are any."""
+        return self.F if self.attrs is None else torch.cat([self.F, self.attrs], dim=1)
+
+
+def _check_attrs(attrs, num_nodes: int) -> torch.Tensor | None:
+    if attrs is None:
+        return None
+    a = torch.as_tensor(np.asarray(attrs, dtype=np.float64) if not torch.is_tensor(attrs) else attrs).double()
+    if a.ndim != 2 or a.shape[0] != num_nodes:
+        raise ValueError(f"attrs: expected shape ({num_nodes}, A), one row per node, got {tuple(a.shape)}")
+    if not bool(torch.isfinite(a).all()):
+        raise ValueError("attrs: must be finite (nan or inf found)")
+    return a
+
+
+def _code_step(F, ei, cfg, eta, omitted, prior, attrs):
+    g = clam_grad(F, ei, cfg.lorentz, omitted)
+    if prior is not None:
+        Fg = F.detach().requires_grad_(True)
+        x = Fg if attrs is None else torch.cat([Fg, attrs], dim=1)
+        (gp,) = torch.autograd.grad(prior.log_prob(x).sum(), Fg)
+        g = g + gp
+    if cfg.l1:
+        g = g - cfg.l1 * torch.sign(F)
+    if cfg.s_reg and cfg.lorentz:
+        c = F.shape[1] // 2
+        g = g - cfg.s_reg * torch.cat([torch.zeros_like(F[:, :c]), F[:, c:]], dim=1)
+    return project_cone(F + eta * g, cfg.lorentz)
+
+
+def fit_clam(edge_index, num_nodes: int, cfg: ClamConfig = ClamConfig(), attrs=None, omitted=None,
+             F0=None) -> ClamResult:
+    """Fit a Clam model to an undirected simple graph (see the module docstring).
+
+    ``attrs`` (N x A, optional): node attributes that the prior models beside the codes (PieClam
+    and PClam only). ``omitted`` (2 x Q): held-out dyads that count neither as edges nor as
+    non-edges. ``F0`` (optional): starting codes (else uniform on [0, 1)^D, projected).
+    """
+    if not isinstance(cfg, ClamConfig):
+        raise ValueError(f"cfg: expected a ClamConfig, got {type(cfg).__name__}")
+    ei = as_edge_index(edge_index, num_nodes, allow_empty=False)
+    attrs = _check_attrs(attrs, num_nodes)
+    if attrs is not None and not cfg.use_prior:
+        raise ValueError("attrs: only a model with a prior (use_prior=True) can use node attributes")
+    if omitted is not None:
+        omitted = torch.as_tensor(np.asarray(omitted) if not torch.is_tensor(omitted) else omitted).long()
+        if omitted.ndim != 2 or omitted.shape[0] != 2 or (omitted.numel() and
+                                                           (omitted.min() < 0 or omitted.max() >= num_nodes)):
+            raise ValueError(f"omitted: expected dyads of shape (2, Q) with indices in [0, {num_nodes})")
+        key = set((ei[0] * num_nodes + ei[1]).tolist())
+        if any(int(a) * num_nodes + int(b) in key for a, b in omitted.T):
+            raise ValueError("omitted: a held-out dyad is also in edge_index; remove held-out edges from the graph")
+    torch.manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    if F0 is None:
+        F = project_cone(torch.rand(num_nodes, cfg.dim, dtype=torch.float64, generator=gen), cfg.lorentz)
+    else:
+        F = check_codes(torch.as_tensor(F0).double().clone(), cfg.lorentz, name="F0")
+        if F.shape != (num_nodes, cfg.dim):
+            raise ValueError(f"F0: expected shape ({num_nodes}, {cfg.dim}), got {tuple(F.shape)}")
+    result = ClamResult(F=F, cfg=cfg, edge_index=ei, attrs=attrs)
+    eta = cfg.lr_feat_n / num_nodes
+    step = 0
+
+    def log(F):
+        result.history["step"].append(step)
+        result.history["loglik"].append(float(clam_loglik(F, ei, cfg.lorentz, omitted)))
+
+    def code_steps(F, n, prior):
+        nonlocal step
+        for _ in range(n):
+            if step % cfg.log_every == 0:
+                log(F)
+            F = _code_step(F, ei, cfg, eta, omitted, prior, attrs)
+            step += 1
+        return F
+
+    with torch.no_grad():
+        if not cfg.use_prior:
+            F = code_steps(F, cfg.feat_steps, None)
+            log(F)
+            result.F = F
+            return result
+    F = code_steps(F, cfg.warmup_steps, None)
+    prior = RealNVPPrior(cfg.dim + (0 if attrs is None else attrs.shape[1]), n_blocks=cfg.n_blocks,
+                         hidden=cfg.hidden, noise_std=cfg.noise)
+    opt = torch.optim.Adam(prior.parameters(), lr=cfg.lr_prior, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    result.history["prior_nll"] = []
+    for _ in range(cfg.rounds):
+        prior.train()  # p-step: codes frozen, noise on
+        x = F if attrs is None else torch.cat([F, attrs], dim=1)
+        for _ in range(cfg.prior_steps):
+            opt.zero_grad()
+            noisy = x + prior.noise_std * torch.randn(x.shape, dtype=x.dtype, generator=gen)
+            loss = -prior.log_prob(noisy).mean()
+            loss.backward()
+            opt.step()
+        result.history["prior_nll"].append(float(loss.detach()))
+        prior.eval()  # F-step: prior frozen
+        for p in prior.parameters():
+            p.requires_grad_(False)
+        F = code_steps(F, cfg.feat_steps, prior)
+        for p in prior.parameters():
+            p.requires_grad_(True)
+        eta, prior.noise_std = max(eta / 2, 1e-8), max(prior.noise_std / 2, 1e-4)
+        sched.step()
+    # a last p-step, so the prior describes the final codes
+    prior.train()
+    x = F if attrs is None else torch.cat([F, attrs], dim=1)
+    for _ in range(cfg.prior_steps):
+        opt.zero_grad()
+        loss = -prior.log_prob(x + prior.noise_std * torch.randn(x.shape, dtype=x.dtype, generator=gen)).mean()
+        loss.backward()
+        opt.step()
+    prior.eval()
+    log(F)
+    result.F, result.prior = F, prior
+    return result

@@ -1,0 +1,248 @@
+"""Unit tests of companion.pieclam: the likelihood and its gradient, the cone, the prior, bad input."""
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+
+from companion import pieclam as pc
+
+torch.set_num_threads(1)
+
+
+def _graph(name="karate"):
+    ei, n, _ = pc.nx_graph(name)
+    return ei, n
+
+
+def _codes(n, dim, lorentz, seed=0, inside=True):
+    g = torch.Generator().manual_seed(seed)
+    F = pc.project_cone(0.2 + torch.rand(n, dim, dtype=torch.float64, generator=g), lorentz)
+    if lorentz and inside:  # strictly inside the cone, so every logit is positive and no clamp acts
+        t, s = F.chunk(2, dim=1)
+        F = torch.cat([t + 0.3, 0.5 * s], dim=1)
+    return F
+
+
+# --- the cone --------------------------------------------------------------------------------
+
+
+def test_projection_lands_in_the_cone_and_is_idempotent():
+    F = 3 * torch.randn(500, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    P = pc.project_cone(F, True)
+    t, s = P.chunk(2, dim=1)
+    assert (s.abs() <= t + 1e-12).all()
+    torch.testing.assert_close(pc.project_cone(P, True), P, rtol=0, atol=1e-14)
+    X = pc.edge_logits(P, torch.combinations(torch.arange(60)).T, True)
+    assert (X >= -1e-12).all()  # Lorentz products of cone points are non-negative
+    assert (pc.project_cone(F, False) >= 0).all()
+
+
+def test_projection_is_the_nearest_point():
+    g = torch.Generator().manual_seed(1)
+    F = 2 * torch.randn(200, 2, dtype=torch.float64, generator=g)
+    P = pc.project_cone(F, True)
+    d = (F - P).norm(dim=1)
+    cand = pc.project_cone(4 * torch.randn(5000, 2, dtype=torch.float64, generator=g), True)  # points of the cone
+    dists = torch.cdist(F, cand)
+    assert (d <= dists.min(dim=1).values + 1e-12).all()
+    clipped_t = F[:, :1].clamp_min(0)  # the classic mistake: clip s into [-t, t]
+    clip = torch.cat([clipped_t, torch.maximum(torch.minimum(F[:, 1:], clipped_t), -clipped_t)], 1)
+    assert ((F - clip).norm(dim=1) >= d - 1e-12).all() and ((F - clip).norm(dim=1) > d + 1e-6).any()
+
+
+def test_bipartite_construction_is_exact():
+    a = 0.8
+    F = torch.tensor([[a, a]] * 3 + [[a, -a]] * 3, dtype=torch.float64)
+    P = pc.prob_matrix(F, True)
+    same = np.add.outer(np.r_[np.zeros(3), np.ones(3)], np.zeros(6))
+    side = np.r_[np.zeros(3), np.ones(3)]
+    cross = side[:, None] != side[None, :]
+    assert np.all(P[~cross] == 0)
+    np.testing.assert_allclose(P[cross], 1 - np.exp(-2 * a * a), rtol=1e-14)
+    assert same.shape == P.shape
+
+
+# --- the likelihood and its gradient ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lorentz,dim", [(False, 3), (True, 4)])
+@pytest.mark.parametrize("name", ["karate", "davis", "florentine"])
+def test_fast_loglik_equals_the_dense_definition(name, lorentz, dim):
+    ei, n = _graph(name)
+    F = _codes(n, dim, lorentz)
+    A = pc.to_dense(ei, n)
+    fast, dense = pc.clam_loglik(F, ei, lorentz), pc.dense_loglik(F, A, lorentz)
+    assert abs(float(fast - dense)) < 1e-9 * max(1.0, abs(float(dense)))
+    # with omitted dyads: held-out edges and non-edges count neither way
+    tr, tp, tn = pc.link_split(ei, n, seed=0)
+    om = torch.cat([tp, tn], 1)
+    known = torch.ones(n, n, dtype=torch.bool)
+    known[om[0], om[1]] = known[om[1], om[0]] = False
+    fast = pc.clam_loglik(F, tr, lorentz, omitted=om)
+    dense = pc.dense_loglik(F, A, lorentz, known=known)
+    assert abs(float(fast - dense)) < 1e-9 * max(1.0, abs(float(dense)))
+    # the shares of the nodes add up to the whole
+    assert abs(float(pc.star_loglik(F, ei, lorentz).sum() - pc.clam_loglik(F, ei, lorentz))) < 1e-9
+
+
+@pytest.mark.parametrize("lorentz,dim", [(False, 3), (True, 4)])
+def test_gradient_equals_autograd_and_finite_differences(lorentz, dim):
+    ei, n = _graph("karate")
+    tr, tp, tn = pc.link_split(ei, n, seed=1)
+    for omitted, graph in ((None, ei), (torch.cat([tp, tn], 1), tr)):
+        F = _codes(n, dim, lorentz).requires_grad_(True)
+        (auto,) = torch.autograd.grad(pc.clam_loglik(F, graph, lorentz, omitted), F)
+        analytic = pc.clam_grad(F.detach(), graph, lorentz, omitted)
+        torch.testing.assert_close(analytic, auto, rtol=1e-6, atol=1e-6)
+        # central differences on a few entries
+        F0 = F.detach()
+        for i, j in [(0, 0), (5, dim - 1), (33, 1)]:
+            h = 1e-6
+            Fp, Fm = F0.clone(), F0.clone()
+            Fp[i, j] += h
+            Fm[i, j] -= h
+            fd = (pc.clam_loglik(Fp, graph, lorentz, omitted) - pc.clam_loglik(Fm, graph, lorentz, omitted)) / (2 * h)
+            assert abs(float(fd) - float(analytic[i, j])) < 1e-5 * max(1.0, abs(float(fd)))
+
+
+def test_omitted_dyads_do_not_leak():
+    ei, n = _graph("karate")
+    tr, tp, tn = pc.link_split(ei, n, seed=2)
+    F = _codes(n, 4, True)
+    om = torch.cat([tp, tn], 1)
+    shuffled = om[:, torch.randperm(om.shape[1], generator=torch.Generator().manual_seed(0))]
+    # the loss sees only which dyads are held out, not which of them are edges
+    assert float(pc.clam_loglik(F, tr, True, om)) == pytest.approx(float(pc.clam_loglik(F, tr, True, shuffled)))
+    assert not torch.isin(tp[0] * n + tp[1], tr[0] * n + tr[1]).any()
+
+
+def test_clamp_keeps_the_gradient_finite_and_pulling():
+    F = torch.tensor([[1.0, 1.0], [2.0, 2.0]], dtype=torch.float64)  # x = 2 - 2 = 0 on the edge
+    ei = torch.tensor([[0, 1], [1, 0]])
+    g = pc.clam_grad(F, ei, True)
+    assert torch.isfinite(g).all()
+    Fg = F.clone().requires_grad_(True)
+    (auto,) = torch.autograd.grad(pc.clam_loglik(Fg, ei, True), Fg)
+    torch.testing.assert_close(auto, g)
+
+
+def test_empty_graph_loglik_is_the_non_edge_penalty():
+    F = _codes(5, 2, False)
+    empty = torch.zeros(2, 0, dtype=torch.long)
+    X = F @ F.T
+    assert float(pc.clam_loglik(F, empty, False)) == pytest.approx(-float(X.triu(1).sum()))
+    assert float(pc.clam_loglik(torch.zeros(5, 2, dtype=torch.float64), empty, False)) == 0.0
+
+
+# --- fitting -------------------------------------------------------------------------------
+
+
+def test_ieclam_fits_the_bipartite_block_model_and_bigclam_does_not():
+    ei, _, Pt = pc.named_sbm("bipartite", seed=0)
+    err = {}
+    for lorentz in (False, True):
+        r = pc.fit_clam(ei, 200, pc.ClamConfig(dim=4, lorentz=lorentz, feat_steps=600))
+        err[lorentz] = pc.prob_error(pc.prob_matrix(r.F, lorentz), Pt)
+        assert r.history["loglik"][-1] > r.history["loglik"][0]
+    assert err[True] < 0.1 < 0.2 < err[False]
+
+
+def test_pieclam_runs_and_its_prior_samples():
+    ei, n = _graph("davis")
+    attrs = np.random.default_rng(0).standard_normal((n, 2))
+    cfg = pc.ClamConfig(dim=2, lorentz=True, use_prior=True, warmup_steps=20, feat_steps=10, prior_steps=10,
+                        rounds=2, n_blocks=2, hidden=8)
+    r = pc.fit_clam(ei, n, cfg, attrs=attrs)
+    assert r.prior is not None and r.prior_input().shape == (n, 4)
+    for kind in ("S", "P", "PS"):
+        assert np.isfinite(pc.anomaly_scores(r, kind)).all()
+    sei, Fs = pc.sample_graph(r, 40, seed=0)
+    pc.check_codes(Fs, True)
+    pc.as_edge_index(sei, 40)
+
+
+def test_flow_density_integrates_to_one():
+    torch.manual_seed(0)
+    prior = pc.RealNVPPrior(2, n_blocks=4, hidden=16)
+    with torch.no_grad():  # random (not zero) last layers, so the flow is not the identity
+        for p in prior.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    grid = torch.linspace(-12, 12, 601, dtype=torch.float64)
+    xx, yy = torch.meshgrid(grid, grid, indexing="ij")
+    with torch.no_grad():
+        p = prior.log_prob(torch.stack([xx.ravel(), yy.ravel()], 1)).exp()
+    h = float(grid[1] - grid[0])
+    assert float(p.sum()) * h * h == pytest.approx(1.0, abs=0.02)
+    x = prior.sample(100)
+    assert torch.isfinite(prior.log_prob(x)).all()
+
+
+def test_roc_auc_matches_the_pairwise_definition():
+    rng = np.random.default_rng(0)
+    pos, neg = rng.integers(0, 5, 30).astype(float), rng.integers(0, 5, 40).astype(float)
+    pairs = (pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean()
+    assert pc.roc_auc(pos, neg) == pytest.approx(pairs)
+
+
+def test_planted_structural_anomalies_keep_degrees():
+    ei, block, _ = pc.named_sbm("bipartite", seed=0)
+    ei2, anom = pc.plant_structural(ei, 200, 0.05, seed=0)
+    assert anom.sum() == 10
+    np.testing.assert_array_equal(pc.degree_scores(ei, 200)[anom], pc.degree_scores(ei2, 200)[anom])
+    A, A2 = pc.to_dense(ei, 200).bool(), pc.to_dense(ei2, 200).bool()
+    assert (A[anom] != A2[anom]).any(dim=1).all()  # every anomaly got new neighbours
+    pc.as_edge_index(ei2, 200)
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+
+def test_bad_graphs_are_refused_naming_the_argument():
+    with pytest.raises(ValueError, match="^graph: .*directed"):
+        pc.from_networkx(nx.DiGraph([(0, 1)]))
+    g = nx.Graph([(0, 1), (1, 1)])
+    with pytest.raises(ValueError, match="^graph: .*self-loop"):
+        pc.from_networkx(g)
+    with pytest.raises(ValueError, match="^edge_index: .*self-loops"):
+        pc.as_edge_index(torch.tensor([[0, 1, 1], [1, 0, 1]]), 3)
+    with pytest.raises(ValueError, match="^edge_index: .*undirected"):
+        pc.as_edge_index(torch.tensor([[0], [1]]), 3)
+    with pytest.raises(ValueError, match="^edge_index: .*in \\[0, 3\\)"):
+        pc.as_edge_index(torch.tensor([[0, 5], [5, 0]]), 3)
+    with pytest.raises(ValueError, match="^edge_index: .*shape"):
+        pc.as_edge_index(torch.tensor([0, 1]), 3)
+    with pytest.raises(ValueError, match="^edge_index: .*no edges"):
+        pc.fit_clam(torch.zeros(2, 0, dtype=torch.long), 5, pc.ClamConfig(feat_steps=1))
+    with pytest.raises(ValueError, match="^edge_index: .*at least 10 edges"):
+        pc.link_split(pc.from_networkx(nx.path_graph(9))[0], 9)
+
+
+def test_bad_codes_and_settings_are_refused():
+    with pytest.raises(ValueError, match="^F: .*non-negative"):
+        pc.check_codes(torch.tensor([[1.0, -0.5]]), False)
+    with pytest.raises(ValueError, match="^F: .*cone"):
+        pc.check_codes(torch.tensor([[1.0, 2.0]]), True)
+    with pytest.raises(ValueError, match="^F: .*finite"):
+        pc.check_codes(torch.tensor([[float("nan"), 0.0]]), False)
+    with pytest.raises(ValueError, match="^dim: .*even"):
+        pc.lorentz_diag(3, True)
+    with pytest.raises(ValueError, match="^dim: .*even"):
+        pc.ClamConfig(dim=3, lorentz=True)
+    ei, n = _graph("davis")
+    with pytest.raises(ValueError, match="^F0: .*non-negative"):
+        pc.fit_clam(ei, n, pc.ClamConfig(dim=2, lorentz=False, feat_steps=1), F0=-torch.ones(n, 2))
+    with pytest.raises(ValueError, match="^attrs: .*one row per node"):
+        pc.fit_clam(ei, n, pc.ClamConfig(dim=2, use_prior=True), attrs=np.zeros((n + 1, 2)))
+    with pytest.raises(ValueError, match="^attrs: .*finite"):
+        pc.fit_clam(ei, n, pc.ClamConfig(dim=2, use_prior=True), attrs=np.full((n, 2), np.inf))
+    with pytest.raises(ValueError, match="^omitted: .*also in edge_index"):
+        pc.fit_clam(ei, n, pc.ClamConfig(dim=2, feat_steps=1), omitted=pc.undirected_pairs(ei)[:, :3])
+    with pytest.raises(ValueError, match="^pos_scores"):
+        pc.roc_auc([], [1.0])
+    with pytest.raises(ValueError, match="^neg_scores"):
+        pc.roc_auc([1.0], [])
+    with pytest.raises(ValueError, match="^lr_feat_n"):
+        pc.ClamConfig(lr_feat_n=-1.0)
+    with pytest.raises(ValueError, match="^name"):
+        pc.named_sbm("ring")
