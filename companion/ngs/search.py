@@ -1,0 +1,278 @@
+"""Test-time search with a trained policy, at an equal budget of decoded tours.
+
+The unit of cost is one complete tour decoded by the policy (n decoder steps); every method
+gets the same number per instance, counted by the policy itself (``policy.decoded``).
+
+* :func:`sample_search` -- best of ``budget`` sampled tours (random start cities);
+* :func:`greedy_multistart` -- POMO's greedy tour from every start city, on the 8 symmetries
+  of the unit square (n x 8 tours);
+* :func:`ngs_search` -- the genetic search: a population of tours, parents drawn by rank
+  (eq. (ngs-rank)), children decoded by the policy restricted to the parents' edges, with
+  mutation (eq. (ngs-cross)), survivors drawn by rank among the distinct tours.
+
+All functions are batched over instances; randomness comes from an explicit ``torch.Generator``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .policy import AttentionPolicy
+from .tsp import check_coords, is_permutation, tour_length
+
+__all__ = [
+    "NGSConfig",
+    "SearchResult",
+    "rank_weights",
+    "neighbour_table",
+    "parent_neighbours",
+    "edge_hash",
+    "select_survivors",
+    "sample_search",
+    "greedy_multistart",
+    "ngs_search",
+    "tune_temperature",
+]
+
+MAX_ROLLOUTS = 16_384  # tours decoded per policy call (B x S), to bound memory
+
+
+@dataclass
+class NGSConfig:
+    """Settings of :func:`ngs_search`. The paper's routing runs: population 100, 100 offspring per
+    generation, 2 parents, mutation 0.01, rank coefficient 0.001, 100 generations."""
+
+    pop_size: int = 50
+    n_offspring: int = 50
+    n_parents: int = 2
+    mutation_rate: float = 0.01  # probability, per decoding step of a child, of an unrestricted step
+    rank_coef: float = 0.001  # kappa of eq. (ngs-rank): small = greedy selection, large = uniform
+    temperature: float = 1.0
+    logits: str = "model"  # "uniform": the same GA with a model-free decoder (ablation)
+    parents: str = "population"  # "random": restrict to the edges of random tours instead (ablation)
+
+
+@dataclass
+class SearchResult:
+    best_len: torch.Tensor  # (B,) shortest tour found per instance
+    best_tours: torch.Tensor  # (B, n)
+    curve: torch.Tensor  # (B, G) best length after each block of tours
+    decoded: list[int]  # (G,) tours decoded per instance at each point of the curve
+    n_decoded: int  # tours decoded per instance in total, counted by the policy
+    all_valid: bool  # every decoded tour (not only the best) is a permutation of the cities
+    history: dict = field(default_factory=dict)
+
+
+def _check_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def rank_weights(costs: torch.Tensor, kappa: float) -> torch.Tensor:
+    """w(s) = 1 / (kappa P + rank(s)), rank 0 = lowest cost, normalised per row: ``(B, P) -> (B, P)``."""
+    if not kappa > 0:
+        raise ValueError(f"rank_coef: expected kappa > 0, got {kappa!r}")
+    P = costs.shape[-1]
+    rank = costs.argsort(-1).argsort(-1).float()
+    w = 1.0 / (kappa * P + rank)
+    return w / w.sum(-1, keepdim=True)
+
+
+def _gumbel_topk(log_w: torch.Tensor, k: int, generator) -> torch.Tensor:
+    """k indices drawn without replacement with probabilities prop. to exp(log_w) (Gumbel top-k)."""
+    u = torch.rand(log_w.shape, generator=generator).clamp_min(1e-20)
+    return (log_w - torch.log(-torch.log(u))).topk(k, dim=-1).indices
+
+
+def neighbour_table(tours: torch.Tensor) -> torch.Tensor:
+    """``(B, P, n) -> (B, P, n, 2)``: for each city, its predecessor and successor in each tour."""
+    B, P, n = tours.shape
+    table = torch.empty(B, P, n, 2, dtype=tours.dtype)
+    table.scatter_(2, tours.unsqueeze(-1).expand(B, P, n, 2),
+                   torch.stack([tours.roll(1, -1), tours.roll(-1, -1)], -1))
+    return table
+
+
+def parent_neighbours(tours: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
+    """The crossover's allowed next cities: ``tours (B, P, n)``, ``parents (B, S, m)`` indices into P
+    -> ``(B, S, n, 2m)``, the neighbours of every city in any of the child's m parents (undirected)."""
+    B, P, n = tours.shape
+    S, m = parents.shape[1:]
+    table = neighbour_table(tours)  # (B, P, n, 2)
+    rows = table.gather(1, parents.reshape(B, S * m, 1, 1).expand(B, S * m, n, 2))  # (B, S m, n, 2)
+    return rows.view(B, S, m, n, 2).permute(0, 1, 3, 2, 4).reshape(B, S, n, 2 * m)
+
+
+_EDGE_KEYS: dict[int, torch.Tensor] = {}
+
+
+def edge_hash(tours: torch.Tensor) -> torch.Tensor:
+    """``(..., n) -> (...)`` int64: equal for two tours with the same undirected edge set.
+
+    Sum (wrapping in int64) of a fixed random 62-bit key per edge {i, j}; rotations and
+    reversals of a tour get the same value, different tours collide with probability ~2^-62.
+    """
+    n = tours.shape[-1]
+    if n not in _EDGE_KEYS:
+        _EDGE_KEYS[n] = torch.randint(-(2**62), 2**62, (n * n,), generator=torch.Generator().manual_seed(n))
+    a, b = tours, tours.roll(-1, -1)
+    return _EDGE_KEYS[n][torch.minimum(a, b) * n + torch.maximum(a, b)].sum(-1)
+
+
+def select_survivors(costs: torch.Tensor, hashes: torch.Tensor, k: int, kappa: float, generator) -> torch.Tensor:
+    """Indices ``(B, k)`` of the survivors among ``M`` candidates ``(B, M)``.
+
+    Distinct tours (first copy of each edge set) are drawn without replacement with rank
+    weights 1 / (kappa M' + rank) (M' = number of candidates); copies get weight zero, and
+    fill the population, best first, only if there are fewer than k distinct tours.
+    """
+    B, M = costs.shape
+    earlier_copy = (hashes.unsqueeze(2) == hashes.unsqueeze(1)).triu(1).any(1)  # (B, M): an earlier tour is equal
+    order_cost = costs.masked_fill(earlier_copy, float("inf"))
+    rank = order_cost.argsort(-1).argsort(-1).float()
+    log_w = -torch.log(kappa * M + rank)
+    u = torch.rand(B, M, generator=generator).clamp_min(1e-20)
+    key = torch.where(earlier_copy, -1e9 - rank, log_w - torch.log(-torch.log(u)))
+    return key.topk(k, dim=-1).indices
+
+
+def _policy_decode(policy: AttentionPolicy, coords, S: int, valid: list, **kw):
+    """One batched policy call; records whether every tour it decoded is a permutation."""
+    out = policy.rollout(coords, S, **kw)
+    valid.append(bool(is_permutation(out.tours, coords.shape[1]).all()))
+    return out
+
+
+@torch.no_grad()
+def sample_search(policy: AttentionPolicy, coords, budget: int, *, temperature: float = 1.0, block: int = 50,
+                  generator: torch.Generator | None = None) -> SearchResult:
+    """Best of ``budget`` tours sampled at ``temperature``; the curve has one point per ``block`` tours."""
+    coords = check_coords(coords)
+    budget, block = _check_int(budget, "budget"), _check_int(block, "block")
+    if budget % block:
+        raise ValueError(f"budget: must be a multiple of block = {block}, got {budget}")
+    B, n, _ = coords.shape
+    start = policy.decoded
+    per_call = max(block, (MAX_ROLLOUTS // B) // block * block)
+    tours, lengths, valid = [], [], []
+    done = 0
+    while done < budget:
+        S = min(per_call, budget - done)
+        out = _policy_decode(policy, coords, S, valid, temperature=temperature, generator=generator)
+        tours.append(out.tours)
+        lengths.append(tour_length(coords, out.tours))
+        done += S
+    tours, lengths = torch.cat(tours, 1), torch.cat(lengths, 1)
+    best = lengths.argmin(1)
+    curve = lengths.view(B, budget // block, block).min(-1).values.cummin(-1).values
+    return SearchResult(lengths.gather(1, best[:, None]).squeeze(1), tours[torch.arange(B), best], curve,
+                        list(range(block, budget + 1, block)), policy.decoded - start, all(valid))
+
+
+SYMMETRIES = 8
+
+
+def _augment(coords: torch.Tensor) -> torch.Tensor:
+    """The 8 symmetries of the unit square (POMO's augmentation): ``(B, n, 2) -> (8 B, n, 2)``."""
+    x, y = coords[..., :1], coords[..., 1:]
+    views = [(x, y), (y, x), (1 - x, y), (x, 1 - y), (1 - x, 1 - y), (y, 1 - x), (1 - y, x), (1 - y, 1 - x)]
+    return torch.cat([torch.cat(v, -1) for v in views], 0)
+
+
+@torch.no_grad()
+def greedy_multistart(policy: AttentionPolicy, coords, *, augment: bool = True) -> SearchResult:
+    """POMO inference: the greedy tour from every start city (on 8 symmetric copies if ``augment``)."""
+    coords = check_coords(coords)
+    B, n, _ = coords.shape
+    views = _augment(coords) if augment else coords
+    V = views.shape[0] // B
+    start, valid = policy.decoded, []
+    out = _policy_decode(policy, views, n, valid, start_nodes=torch.arange(n).expand(V * B, n), greedy=True)
+    tours = out.tours.view(V, B, n, n).transpose(0, 1).reshape(B, V * n, n)  # tours are valid in every view
+    lengths = tour_length(coords, tours)
+    best = lengths.argmin(1)
+    decoded = (policy.decoded - start) * V  # n tours per view, V views of every instance
+    return SearchResult(lengths.min(1).values, tours[torch.arange(B), best], lengths.min(1).values[:, None],
+                        [decoded], decoded, all(valid))
+
+
+@torch.no_grad()
+def ngs_search(policy: AttentionPolicy, coords, budget: int, config: NGSConfig = NGSConfig(),
+               generator: torch.Generator | None = None) -> SearchResult:
+    """Neural genetic search with ``budget`` decoded tours per instance (brief Sec. 3.3).
+
+    Generation 0 samples ``n_offspring`` tours without restriction (repeated until the population
+    is full); every later generation draws ``n_parents`` distinct parents per child by rank,
+    decodes the child restricted to the parents' edges (eq. (ngs-cross)), and draws the next
+    population from population + children by rank among distinct tours (eq. (ngs-rank)).
+    The best tour ever decoded is kept apart (survival is random).
+    """
+    coords = check_coords(coords)
+    budget = _check_int(budget, "budget")
+    P = _check_int(config.pop_size, "pop_size")
+    S = _check_int(config.n_offspring, "n_offspring")
+    m = _check_int(config.n_parents, "n_parents")
+    if P > budget:
+        raise ValueError(f"pop_size: the population ({P}) cannot be larger than the budget of decoded tours ({budget})")
+    if budget % S:
+        raise ValueError(f"budget: must be a multiple of n_offspring = {S} (whole generations), got {budget}")
+    if m > P:
+        raise ValueError(f"n_parents: needs at least n_parents individuals in the population; {m} > pop_size = {P}")
+    if not 0.0 <= config.mutation_rate <= 1.0:
+        raise ValueError(f"mutation_rate: expected a probability in [0, 1], got {config.mutation_rate!r}")
+    if not config.rank_coef > 0:
+        raise ValueError(f"rank_coef: expected kappa > 0, got {config.rank_coef!r}")
+    if config.parents not in ("population", "random"):
+        raise ValueError(f"parents: expected 'population' or 'random', got {config.parents!r}")
+    B, n, _ = coords.shape
+    start = policy.decoded
+    pop_tours = torch.empty(B, 0, n, dtype=torch.long)
+    pop_len = torch.empty(B, 0)
+    best_len, best_tours = torch.full((B,), float("inf")), torch.empty(B, n, dtype=torch.long)
+    curve, decoded, valid = [], [], []
+    history = {"pop_median": [], "restricted_share": [], "new_share": []}
+    kw = dict(temperature=config.temperature, logits=config.logits, generator=generator)
+    while policy.decoded - start < budget:
+        if pop_tours.shape[1] < P:  # filling the population: plain samples
+            out = _policy_decode(policy, coords, S, valid, **kw)
+        else:
+            if config.parents == "population":
+                log_w = rank_weights(pop_len, config.rank_coef).log().unsqueeze(1).expand(B, S, P)
+                parents = _gumbel_topk(log_w, m, generator)  # (B, S, m), distinct per child
+                allowed = parent_neighbours(pop_tours, parents)
+            else:  # ablation: the edges of m random tours, unrelated to the population
+                rnd = torch.rand(B, S * m, n, generator=generator).argsort(-1)
+                allowed = parent_neighbours(rnd, torch.arange(S * m).view(1, S, m).expand(B, S, m))
+            out = _policy_decode(policy, coords, S, valid, allowed=allowed, mutation_rate=config.mutation_rate, **kw)
+            history["restricted_share"].append(1 - float(out.n_mut.float().mean()) / (n - 1))
+        lengths = tour_length(coords, out.tours)
+        i = lengths.argmin(1)
+        better = lengths.gather(1, i[:, None]).squeeze(1) < best_len
+        best_len = torch.where(better, lengths.gather(1, i[:, None]).squeeze(1), best_len)
+        best_tours = torch.where(better[:, None], out.tours[torch.arange(B), i], best_tours)
+        curve.append(best_len.clone())
+        decoded.append(policy.decoded - start)
+        pool_tours, pool_len = torch.cat([pop_tours, out.tours], 1), torch.cat([pop_len, lengths], 1)
+        hashes = edge_hash(pool_tours)
+        copy = (hashes.unsqueeze(2) == hashes.unsqueeze(1)).triu(1).any(1)[:, -S:]  # child repeats a tour
+        history["new_share"].append(1 - float(copy.float().mean()))
+        keep = select_survivors(pool_len, hashes, min(P, pool_len.shape[1]), config.rank_coef, generator)
+        pop_tours = pool_tours.gather(1, keep.unsqueeze(-1).expand(-1, -1, n))
+        pop_len = pool_len.gather(1, keep)
+        history["pop_median"].append(float(pop_len.median(1).values.mean()))
+    return SearchResult(best_len, best_tours, torch.stack(curve, 1), decoded, policy.decoded - start, all(valid),
+                        history)
+
+
+@torch.no_grad()
+def tune_temperature(policy: AttentionPolicy, coords, budget: int, temperatures, *, seed: int = 0) -> dict:
+    """Mean best-of-``budget`` length per sampling temperature (lower is better), on ``coords``."""
+    out = {}
+    for t in temperatures:
+        gen = torch.Generator().manual_seed(seed)
+        out[float(t)] = float(sample_search(policy, coords, budget, temperature=float(t), block=budget,
+                                            generator=gen).best_len.mean())
+    return out

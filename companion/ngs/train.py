@@ -1,0 +1,184 @@
+"""Training the routing policy: REINFORCE with the POMO shared baseline, and its checkpoint.
+
+For a batch of B random instances, decode one tour from every start city (S = n tours per
+instance) and push up the log-probability of the tours shorter than their instance's mean
+(eq. (ngs-pomo)):
+
+    grad = -1/(B S) sum_{b,k} (R_bk - mean_k' R_bk') grad log p(tau_bk | x_b),   R = -length.
+
+Entry point (writes ``companion/ngs/checkpoints/tsp20.pt`` and ``tsp20.json``)::
+
+    python -m companion.ngs.train --scale quick|full [--out DIR] [--seed 0]
+
+``quick`` is the recipe of the shipped checkpoint (a CPU run of about ten minutes);
+``full`` trains longer (for a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .policy import AttentionPolicy
+from .tsp import generate_tsp, tour_length
+
+__all__ = ["RECIPES", "train_pomo", "evaluate_greedy", "load_policy", "load_or_train", "CHECKPOINTS"]
+
+CHECKPOINTS = Path(__file__).parent / "checkpoints"
+VALID = dict(num=256, n=20, seed=4321)  # validation instances of the training log (never the test set)
+RECIPES = {
+    # n: cities; steps x batch_size instances, each decoded from all n starts; lr: Adam, cosine to lr/20
+    "quick": dict(n=20, steps=1500, batch_size=64, lr=1e-3, seed=0, time_limit_s=570, model=dict(d_model=128, n_layers=3, n_heads=8)),
+    "full": dict(n=20, steps=20000, batch_size=128, lr=1e-3, seed=0, time_limit_s=1200, model=dict(d_model=128, n_layers=3, n_heads=8)),
+}
+
+
+def pomo_loss(policy: AttentionPolicy, coords: torch.Tensor, generator: torch.Generator | None = None):
+    """The POMO loss of eq. (ngs-pomo) on one batch, and the mean tour length."""
+    B, n, _ = coords.shape
+    starts = torch.arange(n, device=coords.device).expand(B, n)
+    out = policy.rollout(coords, n, start_nodes=starts, generator=generator)
+    reward = -tour_length(coords, out.tours)  # (B, n)
+    advantage = reward - reward.mean(1, keepdim=True)
+    return -(advantage * out.logp).mean(), -reward.mean()
+
+
+@torch.no_grad()
+def evaluate_greedy(policy: AttentionPolicy, coords: torch.Tensor) -> float:
+    """Mean length of the best of the n greedy tours (one per start city)."""
+    policy.eval()
+    B, n, _ = coords.shape
+    out = policy.rollout(coords, n, start_nodes=torch.arange(n, device=coords.device).expand(B, n), greedy=True)
+    policy.train()
+    return float(tour_length(coords, out.tours).min(1).values.mean())
+
+
+def train_pomo(policy: AttentionPolicy, *, n: int, steps: int, batch_size: int, lr: float, seed: int = 0,
+               time_limit_s: float | None = None, log_every: int = 100, progress=None,
+               device: str | None = None) -> dict:
+    """Train ``policy`` in place on fresh uniform instances; return the training history.
+
+    ``progress``: an optional wrapper of the step range (e.g. :func:`companion.book.progress`).
+    Stops early after ``time_limit_s`` seconds. The learning rate follows a cosine from ``lr`` to ``lr / 20``.
+    ``device``: where to train (default: CUDA if available, else CPU); instances are drawn on the
+    CPU from the seeded generator, and the policy is returned on the CPU.
+    """
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    policy.to(device)
+    if steps < 1 or batch_size < 1:
+        raise ValueError(f"steps: expected steps >= 1 and batch_size >= 1, got {steps}, {batch_size}")
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(policy.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * s / steps)))
+    valid = generate_tsp(VALID["num"], n, VALID["seed"]).to(device)
+    history = {"step": [], "train_len": [], "valid_greedy_len": [], "seconds": []}
+    start, running = time.perf_counter(), None
+    policy.train()
+    steps_iter = range(1, steps + 1)
+    for step in (progress(steps_iter) if progress else steps_iter):
+        coords = torch.rand(batch_size, n, 2, generator=gen).to(device)
+        loss, mean_len = pomo_loss(policy, coords, gen if device.type == "cpu" else None)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        running = float(mean_len) if running is None else 0.95 * running + 0.05 * float(mean_len)
+        elapsed = time.perf_counter() - start
+        last = step == steps or (time_limit_s is not None and elapsed > time_limit_s)
+        if step % log_every == 0 or last:
+            history["step"].append(step)
+            history["train_len"].append(running)
+            history["valid_greedy_len"].append(evaluate_greedy(policy, valid))
+            history["seconds"].append(round(elapsed, 1))
+        if last:
+            break
+    policy.cpu().eval()
+    history["device"] = str(device)
+    return history
+
+
+def load_policy(path: str | Path = CHECKPOINTS / "tsp20.pt") -> tuple[AttentionPolicy, dict]:
+    """The shipped policy (state_dict + provenance JSON beside it), in eval mode."""
+    path = Path(path)
+    meta = json.loads(path.with_suffix(".json").read_text())
+    policy = AttentionPolicy(**meta["model"])
+    policy.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return policy.eval(), meta
+
+
+def load_or_train(scale: str = "quick", *, progress=None) -> tuple[AttentionPolicy, dict]:
+    """Quick scale: load the shipped checkpoint if present, else train it. Full scale: train."""
+    if scale == "quick" and (CHECKPOINTS / "tsp20.pt").exists():
+        return load_policy()
+    recipe = RECIPES[scale]
+    torch.manual_seed(recipe["seed"])
+    policy = AttentionPolicy(**recipe["model"])
+    start = time.perf_counter()
+    history = train_pomo(policy, **{k: v for k, v in recipe.items() if k != "model"}, progress=progress)
+    return policy, {"recipe": recipe, "history": history, "model": recipe["model"],
+                    "training_seconds": round(time.perf_counter() - start, 1), "source": "trained in this run"}
+
+
+def _commit() -> str:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+        return sha.stdout.strip() + ("+uncommitted changes" if dirty.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m companion.ngs.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", choices=sorted(RECIPES), default="quick")
+    parser.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
+    parser.add_argument("--steps", type=int, default=None, help="override the recipe's number of steps")
+    parser.add_argument("--out", type=Path, default=CHECKPOINTS, help="folder for tsp20.pt and tsp20.json")
+    args = parser.parse_args(argv)
+    recipe = dict(RECIPES[args.scale])
+    if args.seed is not None:
+        recipe["seed"] = args.seed
+    if args.steps is not None:
+        recipe["steps"] = args.steps
+    torch.manual_seed(recipe["seed"])
+    policy = AttentionPolicy(**recipe["model"])
+    start = time.perf_counter()
+    history = train_pomo(policy, **{k: v for k, v in recipe.items() if k != "model"}, log_every=100,
+                         progress=None)
+    seconds = time.perf_counter() - start
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.save(policy.state_dict(), args.out / "tsp20.pt")
+    meta = {
+        "command": "python -m companion.ngs.train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "recipe": recipe,
+        "model": recipe["model"],
+        "parameters": sum(p.numel() for p in policy.parameters()),
+        "data": {"train": f"uniform [0,1]^2, n = {recipe['n']}, torch.rand with a Generator seeded {recipe['seed']}",
+                 "validation": VALID},
+        "commit": _commit(),
+        "training_seconds": round(seconds, 1),
+        "device": (torch.cuda.get_device_name() if history["device"].startswith("cuda") else
+                   f"cpu ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads")
+                  + f", torch {torch.__version__}",
+        "final": {"valid_greedy_multistart_len": history["valid_greedy_len"][-1],
+                  "train_len_running": history["train_len"][-1]},
+        "history": history,
+    }
+    (args.out / "tsp20.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(json.dumps({k: meta[k] for k in ("training_seconds", "final", "parameters")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

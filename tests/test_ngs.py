@@ -1,0 +1,230 @@
+"""Unit tests of companion.ngs: tours, exact optima, the maskable decoder, the searches, training."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import companion.ngs as ngs
+from companion.ngs import search, train
+from companion.ngs.policy import allowed_mask
+
+
+@pytest.fixture(scope="module")
+def policy():
+    torch.manual_seed(0)
+    return ngs.AttentionPolicy(d_model=32, n_layers=1, n_heads=4).eval()
+
+
+def brute_force(coords):
+    n = len(coords)
+    best = min(itertools.permutations(range(1, n)), key=lambda p: ngs.tour_length(
+        torch.as_tensor(coords)[None], torch.tensor([[0, *p]])[None]).item())
+    return ngs.tour_length(torch.as_tensor(coords)[None], torch.tensor([[0, *best]])[None]).item()
+
+
+# --- instances, lengths, validity ------------------------------------------------------------
+
+def test_generate_and_length_match_a_loop():
+    coords = ngs.generate_tsp(3, 7, seed=1)
+    assert coords.shape == (3, 7, 2) and torch.equal(coords, ngs.generate_tsp(3, 7, seed=1))
+    tours = torch.rand(3, 4, 7, generator=torch.Generator().manual_seed(0)).argsort(-1)
+    got = ngs.tour_length(coords, tours)
+    for b, s in itertools.product(range(3), range(4)):
+        t = tours[b, s].tolist()
+        loop = sum(float(torch.dist(coords[b, t[i]], coords[b, t[(i + 1) % 7]])) for i in range(7))
+        assert got[b, s].item() == pytest.approx(loop, rel=1e-5)
+
+
+def test_check_tours_rejects_non_permutations():
+    ngs.check_tours(torch.tensor([[[2, 0, 1]]]), 3)
+    for bad in ([[[0, 0, 1]]], [[[0, 1, 3]]], [[[0, 1]]]):
+        with pytest.raises(ValueError, match="^tours"):
+            ngs.check_tours(torch.tensor(bad), 3)
+
+
+@pytest.mark.parametrize("coords", [torch.rand(5, 2), torch.rand(2, 5, 3), torch.rand(1, 2, 2),
+                                    torch.full((1, 5, 2), float("nan"))])
+def test_bad_coordinates_raise_naming_coords(coords, policy):
+    with pytest.raises(ValueError, match="^coords"):
+        ngs.check_coords(coords)
+    with pytest.raises(ValueError, match="^coords"):
+        ngs.sample_search(policy, coords, 50)
+    with pytest.raises(ValueError, match="^coords"):
+        ngs.ngs_search(policy, coords, 100)
+
+
+def test_held_karp_equals_brute_force_and_cp_sat():
+    rng = np.random.default_rng(0)
+    for n in (4, 6, 8):
+        xy = rng.random((n, 2))
+        length, tour = ngs.held_karp(xy)
+        assert sorted(tour) == list(range(n)) and tour[0] == 0
+        assert length == pytest.approx(brute_force(xy), abs=1e-6)
+    for _ in range(2):
+        xy = rng.random((11, 2))
+        assert ngs.held_karp(xy)[0] == pytest.approx(ngs.solve_exact(xy)[0], abs=1e-5)
+
+
+def test_shipped_optima_recompute():
+    ref = ngs.reference_optima()
+    assert ref["coords"].shape == (32, 20, 2) and "CP-SAT" in ref["provenance"]["solver"]
+    stored = torch.as_tensor(ref["tour"])[:, None]
+    assert torch.allclose(ngs.tour_length(ref["coords"], stored).squeeze(1).double(),
+                          torch.as_tensor(ref["length"]), atol=1e-4)
+    for i in (0, 17):
+        assert ngs.solve_exact(ref["coords"][i].numpy())[0] == pytest.approx(ref["length"][i], abs=1e-5)
+
+
+# --- the decoder and its crossover mask --------------------------------------------------------
+
+def test_rollouts_are_permutations(policy):
+    coords = ngs.generate_tsp(4, 9, seed=2)
+    gen = torch.Generator().manual_seed(0)
+    for kw in (dict(), dict(greedy=True), dict(temperature=0.3), dict(logits="uniform")):
+        out = policy.rollout(coords, 6, generator=gen, **kw)
+        ngs.check_tours(out.tours, 9)
+        assert torch.isfinite(out.logp).all() and (out.logp <= 0).all()
+
+
+def test_allowed_mask_reads_the_row_of_the_current_city():
+    allowed = torch.tensor([[[[1, 2], [-1, -1], [0, -1]]]])  # (1, 1, 3, 2)
+    assert allowed_mask(allowed, torch.tensor([[0]]), 3).tolist() == [[[False, True, True]]]
+    assert allowed_mask(allowed, torch.tensor([[1]]), 3).tolist() == [[[False, False, False]]]
+    assert allowed_mask(allowed, torch.tensor([[2]]), 3).tolist() == [[[True, False, False]]]
+
+
+def test_parent_neighbours_are_undirected_and_wrap_around():
+    tours = torch.tensor([[[0, 1, 2, 3, 4], [0, 2, 4, 1, 3]]])
+    nb = search.parent_neighbours(tours, torch.tensor([[[0, 1]]]))  # (1, 1, 5, 4)
+    assert sorted(nb[0, 0, 0].tolist()) == [1, 2, 3, 4]  # 4-0-1 in parent 0, 3-0-2 in parent 1
+    assert sorted(nb[0, 0, 4].tolist()) == [0, 1, 2, 3]
+    assert sorted(nb[0, 0, 2].tolist()) == [0, 1, 3, 4]
+
+
+def test_self_crossover_reproduces_the_parent(policy):
+    coords = ngs.generate_tsp(3, 10, seed=3)
+    parent = torch.rand(3, 1, 10, generator=torch.Generator().manual_seed(1)).argsort(-1)
+    allowed = search.parent_neighbours(parent, torch.zeros(3, 5, 2, dtype=torch.long))
+    out = policy.rollout(coords, 5, allowed=allowed, mutation_rate=0.0, generator=torch.Generator().manual_seed(2))
+    ngs.check_tours(out.tours, 10)
+    assert (out.n_mut == 0).all()
+    assert (search.edge_hash(out.tours) == search.edge_hash(parent)).all()
+
+
+def test_forced_mutation_when_no_parent_edge_is_free(policy):
+    coords = ngs.generate_tsp(2, 8, seed=4)
+    allowed = torch.full((2, 3, 8, 4), -1)
+    out = policy.rollout(coords, 3, allowed=allowed, generator=torch.Generator().manual_seed(0))
+    ngs.check_tours(out.tours, 8)
+    assert (out.n_mut == 7).all()
+
+
+def test_full_mutation_equals_unrestricted_sampling(policy):
+    coords = ngs.generate_tsp(2, 8, seed=5)
+    allowed = search.parent_neighbours(torch.arange(8).expand(2, 1, 8), torch.zeros(2, 4, 2, dtype=torch.long))
+    free = policy.rollout(coords, 4, generator=torch.Generator().manual_seed(9))
+    mut = policy.rollout(coords, 4, allowed=allowed, mutation_rate=1.0, generator=torch.Generator().manual_seed(9))
+    assert torch.equal(free.tours, mut.tours)
+
+
+# --- selection, dedupe, budget -------------------------------------------------------------------
+
+def test_rank_weights():
+    costs = torch.tensor([[3.0, 1.0, 2.0, 5.0]])
+    w = search.rank_weights(costs, 0.01)
+    assert torch.allclose(w.sum(-1), torch.ones(1))
+    assert (w[0, [1, 2, 0, 3]].diff() < 0).all()  # decreasing in rank
+    assert torch.allclose(search.rank_weights(costs, 1e6), torch.full((1, 4), 0.25))
+    for kappa in (0.0, -1.0):
+        with pytest.raises(ValueError, match="^rank_coef"):
+            search.rank_weights(costs, kappa)
+
+
+def test_edge_hash_ignores_rotation_and_direction():
+    t = torch.tensor([0, 3, 1, 4, 2, 5])
+    same = torch.stack([t, t.roll(2), t.flip(0), t.roll(-1).flip(0)])
+    assert (search.edge_hash(same) == search.edge_hash(t)).all()
+    assert search.edge_hash(torch.tensor([0, 1, 3, 4, 2, 5])) != search.edge_hash(t)
+
+
+def test_survivors_prefer_distinct_tours_and_survive_a_population_of_copies():
+    gen = torch.Generator().manual_seed(0)
+    hashes = torch.tensor([[7, 7, 7, 8, 9]])
+    keep = search.select_survivors(torch.tensor([[1.0, 1.0, 1.0, 2.0, 3.0]]), hashes, 3, 0.001, gen)
+    assert sorted(keep[0].tolist()) == [0, 3, 4]  # one copy of the repeated tour, then the others
+    keep = search.select_survivors(torch.ones(1, 6), torch.zeros(1, 6, dtype=torch.long), 4, 0.001, gen)
+    assert keep.shape == (1, 4) and len(set(keep[0].tolist())) == 4
+
+
+def test_budget_is_counted_exactly(policy):
+    coords = ngs.generate_tsp(3, 6, seed=6)  # 6 cities: only 60 distinct tours, so duplicates abound
+    gen = torch.Generator().manual_seed(0)
+    for budget, cfg in ((200, ngs.NGSConfig()), (120, ngs.NGSConfig(pop_size=70, n_offspring=20)),
+                        (100, ngs.NGSConfig(logits="uniform")), (100, ngs.NGSConfig(parents="random"))):
+        before = policy.decoded
+        res = ngs.ngs_search(policy, coords, budget, cfg, gen)
+        assert res.n_decoded == budget == policy.decoded - before == res.decoded[-1] and res.all_valid
+        assert res.curve.shape == (3, budget // cfg.n_offspring) and (res.curve.diff(dim=1) <= 0).all()
+        ngs.check_tours(res.best_tours[:, None], 6)
+        assert torch.allclose(ngs.tour_length(coords, res.best_tours[:, None]).squeeze(1), res.best_len)
+    res = ngs.sample_search(policy, coords, 150, block=50, generator=gen)
+    assert res.n_decoded == 150 and res.decoded == [50, 100, 150]
+    assert ngs.greedy_multistart(policy, coords).n_decoded == 8 * 6
+
+
+def test_bad_search_arguments_raise_naming_the_argument(policy):
+    coords = ngs.generate_tsp(2, 6, seed=0)
+    cases = [
+        (dict(budget=40), "pop_size"),  # population 50 larger than the budget
+        (dict(budget=120), "budget"),  # not whole generations of 50
+        (dict(budget=100, config=ngs.NGSConfig(mutation_rate=1.5)), "mutation_rate"),
+        (dict(budget=100, config=ngs.NGSConfig(rank_coef=-0.1)), "rank_coef"),
+        (dict(budget=100, config=ngs.NGSConfig(pop_size=1)), "n_parents"),
+        (dict(budget=0), "budget"),
+    ]
+    for kw, name in cases:
+        with pytest.raises(ValueError, match=f"^{name}"):
+            ngs.ngs_search(policy, coords, **kw)
+    with pytest.raises(ValueError, match="^temperature"):
+        ngs.sample_search(policy, coords, 50, temperature=0.0)
+
+
+# --- training and the checkpoint ------------------------------------------------------------------
+
+def test_a_few_training_steps_run_and_move_the_weights():
+    torch.manual_seed(0)
+    pol = ngs.AttentionPolicy(d_model=32, n_layers=1, n_heads=4)
+    before = [p.detach().clone() for p in pol.parameters()]
+    hist = ngs.train_pomo(pol, n=8, steps=3, batch_size=4, lr=1e-3, seed=0, log_every=1)
+    assert hist["step"] == [1, 2, 3] and all(np.isfinite(hist["valid_greedy_len"]))
+    assert any(not torch.equal(a, b) for a, b in zip(before, pol.parameters()))
+
+
+def test_training_entry_point_writes_a_checkpoint_with_provenance(tmp_path, monkeypatch):
+    monkeypatch.setitem(train.RECIPES, "quick", {**train.RECIPES["quick"], "batch_size": 2,
+                                                 "model": dict(d_model=16, n_layers=1, n_heads=2)})
+    assert train.main(["--scale", "quick", "--steps", "2", "--out", str(tmp_path)]) == 0
+    meta = json.loads((tmp_path / "tsp20.json").read_text())
+    assert {"command", "recipe", "commit", "training_seconds", "device", "final", "data"} <= set(meta)
+    pol, _ = ngs.load_policy(tmp_path / "tsp20.pt")
+    ngs.check_tours(pol.rollout(ngs.generate_tsp(1, 20, 0), 2).tours, 20)
+
+
+def test_shipped_checkpoint_loads_into_the_current_model():
+    pol, meta = ngs.load_policy()
+    assert meta["recipe"]["n"] == 20 and meta["training_seconds"] > 0
+    assert (train.CHECKPOINTS / "tsp20.pt").stat().st_size < 5e6
+    coords = ngs.generate_tsp(8, 20, seed=99)
+    greedy = ngs.greedy_multistart(pol, coords, augment=False).best_len.mean()
+    assert greedy < 4.5  # a trained policy: random tours of 20 cities are ~10.4 long, optimal ~3.8
+
+
+def test_full_scale_trains_instead_of_loading(monkeypatch):
+    monkeypatch.setitem(train.RECIPES, "full", {**train.RECIPES["full"], "steps": 2, "batch_size": 2,
+                                                "model": dict(d_model=16, n_layers=1, n_heads=2)})
+    pol, meta = ngs.load_or_train("full")
+    assert meta["source"] == "trained in this run" and meta["history"]["step"][-1] == 2
+    assert pol.config["d_model"] == 16 and not pol.training
