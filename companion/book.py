@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from tqdm.std import tqdm
 
-__all__ = ["repo_root", "repository_url", "colab_url", "colab_badge", "glue", "progress"]
+__all__ = ["repo_root", "repository_url", "toc_files", "reading_order", "colab_url", "colab_badge", "glue", "progress"]
 
 _BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 
@@ -26,6 +26,27 @@ def repository_url(root: Path) -> tuple[str, str]:
     """``(url, branch)`` of ``repository`` in ``<root>/_config.yml``."""
     repo = yaml.safe_load((root / "_config.yml").read_text())["repository"]
     return repo["url"].rstrip("/"), repo.get("branch", "main")
+
+
+def toc_files(root: Path) -> list[str]:
+    """Every page of ``<root>/_toc.yml`` in reading order, without suffix (``book/intro``)."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            files.extend([entry["file"]] if "file" in entry else [])
+            walk(entry.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return files
+
+
+def reading_order(root: Path) -> list[str]:
+    """The page names of ``_toc.yml`` (``best-of-n``, ...) in reading order."""
+    return [Path(f).name for f in toc_files(root)]
 
 
 def colab_url(slug: str, root: Path) -> str:

@@ -131,16 +131,21 @@ class Ledger:
         return self.summary() + "\n\n" + "\n".join(rows)
 
 
-def read_ledgers(folder: str | Path | None = None) -> list[dict[str, Any]]:
-    """Every chapter ledger in ``folder`` (default ``build_dir() / 'ledger'``), sorted by chapter."""
+def read_ledgers(folder: str | Path | None = None, order: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every chapter ledger in ``folder`` (default ``build_dir() / 'ledger'``).
+
+    Sorted by ``order`` (chapter slugs, e.g. the reading order of ``_toc.yml``), chapters
+    not in it last, alphabetically.
+    """
     folder = Path(folder) if folder is not None else build_dir() / "ledger"
+    rank = {slug: i for i, slug in enumerate(order or [])}
     ledgers = []
     for f in sorted(folder.glob("*.json")):
         data = json.loads(f.read_text())
         if not {"chapter", "scale", "seed", "claims"} <= set(data):
             raise ValueError(f"{f}: not a chapter ledger (keys {sorted(data)})")
         ledgers.append(data)
-    return ledgers
+    return sorted(ledgers, key=lambda led: (rank.get(led["chapter"], len(rank)), led["chapter"]))
 
 
 def _cell(value: Any) -> str:

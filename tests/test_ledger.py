@@ -74,3 +74,11 @@ def test_glue_takes_plain_numbers_only():
     with pytest.raises(ValueError, match="^value"):
         glue("x", "0.5")
     glue("x", np.float64(0.5))  # outside a notebook myst-nb glues into nothing; it must not fail
+
+
+def test_read_ledgers_follows_the_reading_order(tmp_path):
+    for slug in ("zeta", "alpha", "mid"):
+        Ledger(slug, scale="quick", seed=0, path=tmp_path / f"{slug}.json").record(
+            "c", statement="s", paper="p", measured=1, holds=True)
+    order = [led["chapter"] for led in read_ledgers(tmp_path, order=["mid", "zeta"])]
+    assert order == ["mid", "zeta", "alpha"]

@@ -28,7 +28,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 import papermill
-import yaml
+
+from companion.book import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER_DOC = "book/ledger"
@@ -41,19 +42,7 @@ def build_dir() -> Path:
 
 def toc_docs() -> list[str]:
     """Every page of ``_toc.yml`` in reading order, as paths without suffix (``book/intro``)."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    docs = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                docs.append(entry["file"])
-            walk(entry.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return docs
+    return toc_files(ROOT)
 
 
 def is_notebook(doc: str) -> bool:
