@@ -1,0 +1,1 @@
+"""Seeded data generators and offline loaders shared by the chapters."""
