@@ -1,0 +1,100 @@
+"""Sparse VideoGen attention and its baselines, as ``attn_fn`` hooks of :func:`companion.svg.model.sample`.
+
+:func:`svg_attention` is the execution path of eq. (svg-exec): permute the temporal heads'
+``q, k, v`` to token-major order, run *one* block mask (the band) for every head with the
+block-sparse kernel, permute the temporal heads' output back. :class:`SparseSampler` decides per
+(layer, step) which heads are spatial and which temporal:
+
+* ``"svg"``: profile every sparse (layer, step) online from ``num_rows`` query rows;
+* ``"static"``: profile once, at the first sparse step, and keep the types;
+* ``"spatial"`` / ``"temporal"``: one fixed pattern for every head;
+* ``"oracle"``: classify from all rows (what profiling estimates).
+
+The first ``dense_steps`` steps and the ``dense_layers`` run full attention, as in the paper.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F_
+
+from companion.kernels.block_sparse_attention import block_sparse_attention, expand_block_mask
+from companion.validation import as_choice
+
+from .layout import VideoLayout, to_frame_major, to_token_major
+from .masks import svg_masks
+from .profiling import oracle_head_types, profile_heads
+
+__all__ = ["svg_attention", "SparseSampler", "MODES"]
+
+MODES = ("dense", "svg", "static", "spatial", "temporal", "oracle")
+
+
+def svg_attention(q, k, v, layout: VideoLayout, is_temporal: torch.Tensor, block_mask: torch.Tensor,
+                  block: int = 16, backend: str = "auto") -> torch.Tensor:
+    """Per-head spatial/temporal attention with one shared block mask: permute, kernel, permute back.
+
+    ``backend``: that of :func:`~companion.kernels.block_sparse_attention.block_sparse_attention`
+    (``"auto"``, ``"triton"``, ``"torch"``), or ``"sdpa"``: torch's fused attention with the element
+    mask of the blocks, the fastest path on a CPU (the block band never leaves a row empty).
+    """
+    if backend not in ("auto", "triton", "torch", "sdpa"):
+        raise ValueError(f"backend: expected 'auto', 'triton', 'torch' or 'sdpa', got {backend!r}")
+    layout.check_length(q.shape[2], "q")
+    qt, kt, vt = (to_token_major(x, layout, is_temporal) for x in (q, k, v))
+    if backend == "sdpa":  # the same computation through torch's fused attention (fast on the CPU)
+        elem = expand_block_mask(block_mask, block, q.shape[2]).to(q.device)
+        out = F_.scaled_dot_product_attention(qt, kt, vt, attn_mask=elem)
+    else:
+        out = block_sparse_attention(qt, kt, vt, block_mask, block, backend=backend, check_finite=False)
+    return to_frame_major(out, layout, is_temporal)
+
+
+class SparseSampler:
+    """An ``attn_fn(q, k, v, layer, step)`` that runs one sparse method and logs what it did.
+
+    ``backend`` is that of :func:`svg_attention` (``"triton"`` on a GPU, ``"sdpa"`` on a CPU).
+    ``log`` maps ``(layer, step)`` to a dict with the head types (1 = temporal) and, when
+    ``track_error``, the relative error of the attention output against dense attention.
+    """
+
+    def __init__(self, layout: VideoLayout, mode: str, half_blocks: int, block: int = 16, num_rows: int = 16,
+                 dense_steps: int = 4, dense_layers=(0,), seed: int = 0, track_error: bool = True,
+                 backend: str = "sdpa"):
+        self.mode = as_choice(mode, "mode", MODES)
+        self.layout, self.block, self.num_rows, self.backend = layout, block, num_rows, backend
+        self.dense_steps, self.dense_layers = dense_steps, tuple(dense_layers)
+        self.masks = svg_masks(layout, block, half_blocks)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.track_error = track_error
+        self.static_types: dict[int, torch.Tensor] = {}
+        self.log: dict[tuple[int, int], dict] = {}
+
+    def is_dense(self, layer: int, step: int) -> bool:
+        return self.mode == "dense" or step < self.dense_steps or layer in self.dense_layers
+
+    def head_types(self, q, k, v, layer: int) -> torch.Tensor:
+        B, H = q.shape[:2]
+        cand = [self.masks["spatial"], self.masks["temporal"]]
+        if self.mode in ("spatial", "temporal"):
+            return torch.full((B, H), self.mode == "temporal", dtype=torch.bool)
+        if self.mode == "oracle":
+            return oracle_head_types(q, k, v, cand)[1].bool()
+        if self.mode == "static" and layer in self.static_types:
+            return self.static_types[layer]
+        types = profile_heads(q, k, v, cand, self.num_rows, self.generator)[1].bool()
+        if self.mode == "static":
+            self.static_types[layer] = types
+        return types
+
+    def __call__(self, q, k, v, layer: int, step: int):
+        if self.is_dense(layer, step):
+            return F_.scaled_dot_product_attention(q, k, v)
+        types = self.head_types(q, k, v, layer)
+        out = svg_attention(q, k, v, self.layout, types, self.masks["block"], self.block, self.backend)
+        entry = {"temporal": types}
+        if self.track_error:
+            dense = F_.scaled_dot_product_attention(q, k, v)
+            entry["rel_error"] = float((out - dense).norm() / dense.norm())
+        self.log[(layer, step)] = entry
+        return out

@@ -1,0 +1,191 @@
+"""Training the toy video DiT with rectified flow on bouncing shapes, and its checkpoint.
+
+Loss (eq. (svg-flow)): ``E || v_theta(x_tau, tau, y) - (eps - x0) ||^2`` with
+``x_tau = (1 - tau) x0 + tau eps`` and ``tau`` logit-normal.
+
+Entry point (writes ``companion/svg/checkpoints/tiny_dit.pt`` and ``tiny_dit.json``)::
+
+    python -m companion.svg.train --scale quick|full [--out DIR] [--seed 0] [--steps K]
+
+``quick`` is the recipe of the shipped checkpoint (about ten minutes on one CPU thread);
+``full`` trains longer, on a GPU when there is one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .data import bouncing_shapes
+from .model import TinyVideoDiT
+
+__all__ = ["RECIPES", "flow_loss", "train_dit", "load_dit", "load_or_train", "CHECKPOINTS"]
+
+CHECKPOINTS = Path(__file__).parent / "checkpoints"
+VALID = dict(n=64, seed=4321)  # validation videos of the training log (fixed noise and tau, seed 4321)
+RECIPES = {
+    "quick": dict(n_videos=4096, steps=600, batch_size=16, lr=2e-3, seed=0, time_limit_s=660,
+                  data=dict(frames=8, size=16, channels=1, max_shapes=2),
+                  model=dict(frames=8, size=16, channels=1, patch=2, dim=64, depth=4, heads=4, n_cond=16)),
+    "full": dict(n_videos=20000, steps=8000, batch_size=32, lr=1e-3, seed=0, time_limit_s=1500,
+                 data=dict(frames=8, size=16, channels=1, max_shapes=2),
+                 model=dict(frames=8, size=16, channels=1, patch=2, dim=64, depth=4, heads=4, n_cond=16)),
+}
+
+
+def flow_loss(model: TinyVideoDiT, x0: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None,
+              tau: torch.Tensor | None = None, eps: torch.Tensor | None = None) -> torch.Tensor:
+    """Rectified-flow loss on one batch; ``tau`` logit-normal unless given."""
+    B = x0.shape[0]
+    if tau is None:
+        tau = torch.sigmoid(torch.randn(B, generator=generator)).to(x0.device)
+    if eps is None:
+        eps = torch.randn(x0.shape, generator=generator).to(x0.device)
+    t = tau.view(B, 1, 1, 1, 1)
+    return (model((1 - t) * x0 + t * eps, tau, y) - (eps - x0)).pow(2).mean()
+
+
+@torch.no_grad()
+def validation_loss(model: TinyVideoDiT, data=None) -> float:
+    if data is None:
+        data = _valid_set(model.config)
+    model.eval()
+    loss = float(flow_loss(model, *data))
+    model.train()
+    return loss
+
+
+def _valid_set(cfg):
+    x, y = bouncing_shapes(VALID["n"], frames=cfg["frames"], size=cfg["size"], channels=cfg["channels"],
+                           seed=VALID["seed"])
+    g = torch.Generator().manual_seed(VALID["seed"])
+    return x, y, g, torch.sigmoid(torch.randn(VALID["n"], generator=g)), torch.randn(x.shape, generator=g)
+
+
+def train_dit(model: TinyVideoDiT, *, n_videos: int, steps: int, batch_size: int, lr: float, seed: int = 0,
+              data: dict | None = None, time_limit_s: float | None = None, log_every: int = 50,
+              progress=None, device: str | None = None) -> dict:
+    """Train ``model`` in place on ``n_videos`` seeded videos; return the training history."""
+    if steps < 1 or batch_size < 1 or n_videos < 1:
+        raise ValueError(f"steps: expected steps, batch_size, n_videos >= 1, got {steps}, {batch_size}, {n_videos}")
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    data = data or {}
+    videos, labels = bouncing_shapes(n_videos, seed=seed, **data)
+    x_val, y_val, _, tau_val, eps_val = _valid_set(model.config)
+    valid = (x_val.to(device), y_val.to(device), None, tau_val.to(device), eps_val.to(device))
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    model.to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * s / steps))))
+    history = {"step": [], "train_loss": [], "valid_loss": [], "seconds": []}
+    start, running = time.perf_counter(), None
+    steps_iter = range(1, steps + 1)
+    for step in (progress(steps_iter) if progress else steps_iter):
+        idx = torch.randint(0, n_videos, (batch_size,), generator=gen)
+        loss = flow_loss(model, videos[idx].to(device), labels[idx].to(device), gen)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        running = loss.item() if running is None else 0.95 * running + 0.05 * loss.item()
+        elapsed = time.perf_counter() - start
+        last = step == steps or (time_limit_s is not None and elapsed > time_limit_s)
+        if step % log_every == 0 or last:
+            history["step"].append(step)
+            history["train_loss"].append(running)
+            history["valid_loss"].append(validation_loss(model, valid))
+            history["seconds"].append(round(elapsed, 1))
+        if last:
+            break
+    model.cpu().eval()
+    history["device"] = str(device)
+    return history
+
+
+def load_dit(path: str | Path | None = None) -> tuple[TinyVideoDiT, dict]:
+    """The shipped model (state_dict + provenance JSON beside it), in eval mode."""
+    path = Path(path) if path is not None else CHECKPOINTS / "tiny_dit.pt"
+    meta = json.loads(path.with_suffix(".json").read_text())
+    model = TinyVideoDiT(**meta["model"])
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return model.eval(), meta
+
+
+def load_or_train(scale: str = "quick", *, progress=None) -> tuple[TinyVideoDiT, dict]:
+    """Quick scale: load the shipped checkpoint if present, else train it. Full scale: train."""
+    if scale not in RECIPES:
+        raise ValueError(f"scale: expected one of {sorted(RECIPES)}, got {scale!r}")
+    if scale == "quick" and (CHECKPOINTS / "tiny_dit.pt").exists():
+        return load_dit()
+    recipe = RECIPES[scale]
+    torch.manual_seed(recipe["seed"])
+    model = TinyVideoDiT(**recipe["model"])
+    start = time.perf_counter()
+    history = train_dit(model, **{k: v for k, v in recipe.items() if k != "model"}, progress=progress)
+    return model, {"recipe": recipe, "history": history, "model": recipe["model"],
+                   "training_seconds": round(time.perf_counter() - start, 1), "source": "trained in this run"}
+
+
+def _commit() -> str:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+        return sha.stdout.strip() + ("+uncommitted changes" if dirty.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m companion.svg.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", choices=sorted(RECIPES), default="quick")
+    parser.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
+    parser.add_argument("--steps", type=int, default=None, help="override the recipe's number of steps")
+    parser.add_argument("--out", type=Path, default=CHECKPOINTS, help="folder for tiny_dit.pt and tiny_dit.json")
+    args = parser.parse_args(argv)
+    recipe = dict(RECIPES[args.scale])
+    if args.seed is not None:
+        recipe["seed"] = args.seed
+    if args.steps is not None:
+        recipe["steps"] = args.steps
+    torch.manual_seed(recipe["seed"])
+    model = TinyVideoDiT(**recipe["model"])
+    start = time.perf_counter()
+    history = train_dit(model, **{k: v for k, v in recipe.items() if k != "model"})
+    seconds = time.perf_counter() - start
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), args.out / "tiny_dit.pt")
+    meta = {
+        "command": "python -m companion.svg.train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "recipe": recipe,
+        "model": recipe["model"],
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "data": {"train": f"bouncing_shapes(n={recipe['n_videos']}, seed={recipe['seed']}, **{recipe['data']})",
+                 "validation": f"bouncing_shapes(n={VALID['n']}, seed={VALID['seed']}), fixed tau and noise"},
+        "objective": "rectified flow, v = eps - x0, tau ~ logit-normal(0, 1)",
+        "commit": _commit(),
+        "training_seconds": round(seconds, 1),
+        "steps_done": history["step"][-1],
+        "device": (torch.cuda.get_device_name() if history["device"].startswith("cuda") else
+                   f"cpu ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads")
+                  + f", torch {torch.__version__}",
+        "final": {"valid_loss": history["valid_loss"][-1], "train_loss_running": history["train_loss"][-1]},
+        "history": history,
+    }
+    (args.out / "tiny_dit.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(json.dumps({k: meta[k] for k in ("training_seconds", "steps_done", "final", "parameters")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

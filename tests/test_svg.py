@@ -1,0 +1,214 @@
+"""Unit tests of companion.svg: layout transform, masks, block densities, profiling, the SVG pipeline,
+the toy DiT, training and the shipped checkpoint."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from companion.kernels import block_sparse_attention as bsa
+from companion.svg import data, masks, metrics, model, profiling, sparse, train
+from companion.svg.layout import VideoLayout, to_frame_major, to_token_major, token_major_perm
+
+TOY = VideoLayout(16, 8, 64)
+
+
+# --- layout ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", [TOY, VideoLayout(0, 3, 5), VideoLayout(4, 5, 3)])
+def test_permutation_and_inverse_are_exact_inverses(layout):
+    perm = token_major_perm(layout)
+    assert sorted(perm.tolist()) == list(range(layout.n))
+    assert perm[: layout.c].tolist() == list(range(layout.c))  # condition tokens stay
+    c, F_, S = layout.c, layout.frames, layout.frame_size
+    for f in range(F_):  # pi(c + f S + p) = c + p F + f
+        for p in range(S):
+            assert perm[c + p * F_ + f] == c + f * S + p
+    x = torch.randn(2, 3, layout.n, 4)
+    types = torch.tensor([[True, False, True], [False, False, True]])
+    y = to_token_major(x, layout, types)
+    assert torch.equal(y[~types], x[~types])
+    assert torch.equal(to_frame_major(y, layout, types), x)
+    assert torch.equal(to_token_major(to_frame_major(x, layout, types), layout, types), x)
+
+
+def test_layout_validation():
+    with pytest.raises(ValueError, match="^c"):
+        VideoLayout(-1, 2, 2)
+    with pytest.raises(ValueError, match="^frames"):
+        VideoLayout(0, 0, 2)
+    with pytest.raises(ValueError, match="^x"):
+        to_token_major(torch.randn(1, 1, 10, 4), TOY)
+    with pytest.raises(ValueError, match="^is_temporal"):
+        to_token_major(torch.randn(1, 2, TOY.n, 4), TOY, torch.ones(3, dtype=torch.bool))
+
+
+# --- masks and densities --------------------------------------------------------------------------
+
+def test_temporal_mask_is_the_token_major_band_pulled_back():
+    tm = masks.band_mask(TOY, 64, "token")
+    perm = token_major_perm(TOY)
+    assert torch.equal(tm[perm][:, perm], masks.band_mask(TOY, 64, "frame"))
+    # a video query sees the same patch in every frame
+    i = TOY.c + 3 * 64 + 10
+    assert all(tm[i, TOY.c + f * 64 + 10] for f in range(8)) and tm[i, : TOY.c].all() and tm[: TOY.c].all()
+
+
+def test_block_densities_of_the_brief():
+    tm = masks.band_mask(TOY, 64, "token")
+    e = masks.element_density(tm)
+    perm = token_major_perm(TOY)
+    assert e == pytest.approx(77632 / 528**2)
+    assert masks.block_density(tm, 16) / e == pytest.approx(2.3248, abs=1e-3)
+    assert masks.block_density(tm[perm][:, perm], 16) / e == pytest.approx(1.0981, abs=1e-3)
+    wide = VideoLayout(32, 8, 64)
+    assert masks.block_density(masks.band_mask(wide, 64, "token"), 32) == 1.0
+
+
+def test_svg_masks_share_one_block_mask_and_density():
+    m = masks.svg_masks(TOY, 16, 2)
+    perm = token_major_perm(TOY)
+    assert torch.equal(m["temporal"][perm][:, perm], m["spatial"])
+    assert masks.element_density(m["temporal"]) == pytest.approx(m["density"])
+    assert masks.half_blocks_for_density(TOY, 16, 0.25) == 2 and m["density"] <= 0.25
+    with pytest.raises(ValueError, match="^density"):
+        masks.half_blocks_for_density(TOY, 16, 0.05)
+    with pytest.raises(ValueError, match="^block"):
+        masks.block_band(VideoLayout(8, 4, 16), 16, 1)
+    with pytest.raises(ValueError, match="^order"):
+        masks.band_mask(TOY, 4, "diagonal")
+
+
+# --- profiling ------------------------------------------------------------------------------------
+
+def planted(seed, layout=VideoLayout(16, 4, 16), D=16):
+    """Head 0 attends to its own frame (spatial), head 1 to its own patch in every frame (temporal)."""
+    g = torch.Generator().manual_seed(seed)
+    n, c = layout.n, layout.c
+    frame = torch.cat([torch.full((c,), -1), torch.arange(layout.frames).repeat_interleave(layout.frame_size)])
+    patch = torch.cat([torch.full((c,), -1), torch.arange(layout.frame_size).repeat(layout.frames)])
+    q = torch.randn(1, 2, n, D, generator=g) * 0.1
+    for h, key in enumerate((frame, patch)):
+        onehot = F.one_hot(key.clamp_min(0), D).float() * (key[:, None] >= 0)
+        q[0, h] += 4 * onehot
+    return q, q.clone(), torch.randn(1, 2, n, D, generator=g), layout
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_profiling_classifies_planted_heads(seed):
+    q, k, v, layout = planted(seed)
+    m = masks.svg_masks(layout, 16, 1)
+    cand = [m["spatial"], m["temporal"]]
+    mse, best = profiling.profile_heads(q, k, v, cand, 4, torch.Generator().manual_seed(seed))
+    assert best.tolist() == [[0, 1]] and mse.shape == (2, 1, 2)
+    assert profiling.oracle_head_types(q, k, v, cand)[1].tolist() == [[0, 1]]
+
+
+def test_profiling_bad_input():
+    q, k, v, layout = planted(0)
+    m = masks.svg_masks(layout, 16, 1)
+    cand = [m["spatial"], m["temporal"]]
+    with pytest.raises(ValueError, match="^num_rows"):
+        profiling.profile_heads(q, k, v, cand, 0)
+    with pytest.raises(ValueError, match="^num_rows"):
+        profiling.profile_heads(q, k, v, cand, layout.n + 1)
+    with pytest.raises(ValueError, match="^masks"):
+        profiling.profile_heads(q, k, v, [], 4)
+    with pytest.raises(ValueError, match="^masks"):
+        profiling.profile_heads(q, k, v, [cand[0][:-1]], 4)
+    with pytest.raises(ValueError, match="^masks"):
+        profiling.profile_heads(q, k, v, [torch.zeros_like(cand[0])], 4)
+    with pytest.raises(ValueError, match="^k"):
+        profiling.profile_heads(q, k[..., :8], v, cand, 4)
+    with pytest.raises(ValueError, match="^q"):
+        profiling.profile_heads(q * float("nan"), k, v, cand, 4)
+    with pytest.raises(ValueError, match="^row_range"):
+        profiling.profile_heads(q, k, v, cand, 4, row_range=(10, 5))
+
+
+# --- the SVG pipeline -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_svg_pipeline_equals_masked_dense_attention(backend):
+    if backend == "triton" and not (bsa.INTERPRET or torch.cuda.is_available()):
+        pytest.skip("needs TRITON_INTERPRET=1 or a GPU")
+    layout = VideoLayout(16, 4, 16)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, layout.n, 16, generator=g) for _ in range(3))
+    m = masks.svg_masks(layout, 16, 1)
+    types = torch.tensor([[False, True], [True, True]])
+    out = sparse.svg_attention(q, k, v, layout, types, m["block"], 16, backend=backend)
+    elem = torch.where(types[..., None, None], m["temporal"], m["spatial"])
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=elem)
+    torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="^q"):
+        sparse.svg_attention(q[..., :-1, :], k, v, layout, types, m["block"], 16)
+
+
+def test_sparse_sampler_modes_and_dense_fallback():
+    torch.manual_seed(0)
+    net = model.TinyVideoDiT(frames=4, size=8, patch=2, dim=32, depth=2, heads=2).eval()
+    layout = net.layout
+    y = torch.tensor([0, 3])
+    noise = torch.randn(2, 4, 1, 8, 8)
+    dense = model.sample(net, y, noise, steps=3)
+    everything = sparse.SparseSampler(layout, "svg", half_blocks=100, dense_steps=0, dense_layers=(), num_rows=8)
+    torch.testing.assert_close(model.sample(net, y, noise, steps=3, attn_fn=everything), dense, atol=1e-5, rtol=1e-5)
+    svg = sparse.SparseSampler(layout, "svg", half_blocks=0, dense_steps=1, dense_layers=(0,), num_rows=8)
+    model.sample(net, y, noise, steps=3, attn_fn=svg)
+    assert sorted(svg.log) == [(1, 1), (1, 2)] and svg.log[(1, 1)]["temporal"].shape == (2, 2)
+    with pytest.raises(ValueError, match="^mode"):
+        sparse.SparseSampler(layout, "window", half_blocks=1)
+
+
+# --- data, model, metrics, training, checkpoint ----------------------------------------------------
+
+def test_bouncing_shapes_are_seeded_and_in_range():
+    v, y = data.bouncing_shapes(6, frames=5, size=16, seed=3)
+    assert v.shape == (6, 5, 1, 16, 16) and v.min() >= -1 and v.max() <= 1 and y.max() < data.N_CLASSES
+    assert torch.equal(v, data.bouncing_shapes(6, frames=5, size=16, seed=3)[0])
+    assert (v[:, 1:] - v[:, :-1]).abs().sum() > 0  # something moves
+    with pytest.raises(ValueError, match="^n"):
+        data.bouncing_shapes(0)
+
+
+def test_patchify_roundtrip_and_frame_major_order():
+    net = model.TinyVideoDiT(frames=3, size=8, dim=32, depth=1, heads=2)
+    x = torch.randn(2, 3, 1, 8, 8)
+    assert torch.equal(net.unpatchify(net.patchify(x)), x)
+    tokens = net.patchify(x)
+    assert torch.equal(tokens[:, 16 + 5], x[:, 1, 0, 2:4, 2:4].reshape(2, 4))  # frame 1, patch 5 = (row 1, col 1)
+
+
+def test_metrics():
+    a = torch.rand(3, 2, 1, 16, 16) * 2 - 1
+    assert torch.all(metrics.psnr(a, a) > 100) and torch.allclose(metrics.ssim(a, a), torch.ones(3))
+    noisy = a + 0.1 * torch.randn_like(a)
+    assert metrics.psnr(a, noisy).mean() == pytest.approx(10 * torch.log10(torch.tensor(4 / 0.01)).item(), abs=0.5)
+    assert metrics.attention_flops(10, 2, 4, 0.5) == 4 * 2 * 100 * 4 * 0.5
+    with pytest.raises(ValueError, match="^b"):
+        metrics.psnr(a, a[:2])
+
+
+def test_a_few_training_steps_lower_the_loss():
+    torch.manual_seed(0)
+    net = model.TinyVideoDiT(frames=4, size=8, dim=32, depth=1, heads=2)
+    hist = train.train_dit(net, n_videos=32, steps=6, batch_size=8, lr=3e-3, data=dict(frames=4, size=8),
+                           log_every=3, device="cpu")
+    assert hist["step"] == [3, 6] and all(torch.isfinite(torch.tensor(hist["valid_loss"])))
+    with pytest.raises(ValueError, match="^steps"):
+        train.train_dit(net, n_videos=32, steps=0, batch_size=8, lr=1e-3)
+
+
+def test_shipped_checkpoint_loads_with_its_provenance():
+    path = train.CHECKPOINTS / "tiny_dit.pt"
+    if not path.exists():
+        pytest.skip("no checkpoint shipped yet: python -m companion.svg.train --scale quick")
+    net, meta = train.load_dit(path)
+    for key in ("command", "recipe", "commit", "data", "training_seconds", "device", "final"):
+        assert key in meta
+    assert meta["model"] == train.RECIPES["quick"]["model"] and json.dumps(meta)
+    assert path.stat().st_size < 4e6
+    loss = train.validation_loss(net)
+    assert loss == pytest.approx(meta["final"]["valid_loss"], rel=1e-3)
