@@ -1,0 +1,121 @@
+"""The hybrid KV cache: each head keeps its own subset of the prompt, stored compactly.
+
+Heads that keep the same number of tokens share one physical tensor [B, H_group, length, D]; for
+CateKV this gives exactly two caches per layer, the *adaptive* heads (whole prompt) and the
+*consistent* heads (sink + critical chunks + recent window), as in the paper. Every decoded token is
+appended to every head (never evicted). :meth:`HybridKVCache.nbytes` counts the bytes of what is kept,
+eq. :math:numref:`catekv-bytes`, from the stored lengths.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from companion.kernels.sparse_decode_attention import pack_varlen
+
+__all__ = ["HybridKVCache", "kv_bytes"]
+
+
+def kv_bytes(lengths, head_dim: int, bytes_per_element: int = 2) -> int:
+    """Bytes of K and V for kept lengths ``lengths`` (any nesting of ints / an int tensor), eq. (catekv-bytes)."""
+    def total_of(x) -> int:
+        if isinstance(x, (list, tuple)):
+            return sum(total_of(y) for y in x)
+        return int(torch.as_tensor(x).sum())
+
+    total = total_of(lengths)
+    return 2 * bytes_per_element * head_dim * total
+
+
+class HybridKVCache:
+    """Per layer, groups of KV heads with equal kept lengths, each one tensor [B, H_group, length, D]."""
+
+    def __init__(self, groups: list[list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]], n_kv_heads: int):
+        self.groups = groups  # groups[layer] = [(head_index [Hg], k [B,Hg,L,D], v [B,Hg,L,D]), ...]
+        self.n_kv_heads = n_kv_heads
+
+    @classmethod
+    def from_prefill(cls, ks: list[torch.Tensor], vs: list[torch.Tensor], keep: list[list[torch.Tensor]]):
+        """``ks``/``vs``: per layer [B, Hkv, n, D] (post-RoPE); ``keep[layer][h]``: LongTensor [B, l_h] of the
+        prompt positions head ``h`` keeps (order free: keys carry their rotation already)."""
+        if len(ks) != len(keep) or len(vs) != len(ks):
+            raise ValueError(f"keep: expected one entry per layer ({len(ks)}), got {len(keep)}")
+        groups = []
+        for layer, (k, v) in enumerate(zip(ks, vs)):
+            B, H, n, D = k.shape
+            if len(keep[layer]) != H:
+                raise ValueError(f"keep: layer {layer} needs one index tensor per KV head ({H}), got {len(keep[layer])}")
+            by_len: dict[int, list[int]] = {}
+            for h, idx in enumerate(keep[layer]):
+                if idx.dim() != 2 or idx.shape[0] != B:
+                    raise ValueError(f"keep: layer {layer} head {h}: expected [B={B}, l], got {tuple(idx.shape)}")
+                if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
+                    raise ValueError(f"keep: layer {layer} head {h}: positions must lie in [0, {n})")
+                by_len.setdefault(idx.shape[1], []).append(h)
+            layer_groups = []
+            for length, heads in sorted(by_len.items(), reverse=True):
+                idx = torch.stack([keep[layer][h] for h in heads], 1)  # [B, Hg, l]
+                hi = torch.tensor(heads)
+                gk = k[:, hi].gather(2, idx[..., None].expand(-1, -1, -1, D))
+                gv = v[:, hi].gather(2, idx[..., None].expand(-1, -1, -1, D))
+                layer_groups.append((hi, gk, gv))
+            groups.append(layer_groups)
+        return cls(groups, ks[0].shape[1])
+
+    @classmethod
+    def full(cls, ks, vs):
+        """The full cache: every head keeps every prompt position, in order."""
+        B, H, n, _ = ks[0].shape
+        keep = [[torch.arange(n).expand(B, n)] * H for _ in ks]
+        return cls.from_prefill(ks, vs, keep)
+
+    def append(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
+        """Append the new token's K/V [B, Hkv, D] to every head of ``layer``."""
+        self.groups[layer] = [(hi, torch.cat([k, k_new[:, hi, None]], 2), torch.cat([v, v_new[:, hi, None]], 2))
+                              for hi, k, v in self.groups[layer]]
+
+    def lengths(self, layer: int) -> torch.Tensor:
+        """Kept length of every (sequence, KV head) of ``layer``: [B, Hkv]."""
+        B = self.groups[layer][0][1].shape[0]
+        out = torch.zeros(B, self.n_kv_heads, dtype=torch.long)
+        for hi, k, _ in self.groups[layer]:
+            out[:, hi] = k.shape[2]
+        return out
+
+    def nbytes(self, bytes_per_element: int = 2) -> int:
+        """Bytes of everything kept (K and V, all layers), at ``bytes_per_element`` (2: fp16/bf16)."""
+        return sum(2 * bytes_per_element * k.numel() for layer in self.groups for _, k, _ in layer)
+
+    def packed(self, layer: int):
+        """The packed layout of :mod:`companion.kernels.sparse_decode_attention` for ``layer``."""
+        B = self.groups[layer][0][1].shape[0]
+        k_heads = [[None] * self.n_kv_heads for _ in range(B)]
+        v_heads = [[None] * self.n_kv_heads for _ in range(B)]
+        for hi, k, v in self.groups[layer]:
+            for j, h in enumerate(hi.tolist()):
+                for b in range(B):
+                    k_heads[b][h], v_heads[b][h] = k[b, j], v[b, j]
+        return pack_varlen(k_heads, v_heads)
+
+    def attend(self, layer: int, q: torch.Tensor, return_probs: bool = False):
+        """Decode attention of ``q`` [B, Hq, D] over each group (torch path), scattered back to head order.
+
+        With ``return_probs`` (only for a single group, e.g. the full cache) also the attention
+        probabilities averaged over each KV head's query group, [B, Hkv, length]."""
+        B, Hq, D = q.shape
+        G = Hq // self.n_kv_heads
+        out = torch.empty_like(q)
+        probs = None
+        for hi, k, v in self.groups[layer]:
+            qh = (hi[:, None] * G + torch.arange(G)).flatten()
+            qg = q[:, qh].view(B, len(hi), G, D)
+            s = qg @ k.transpose(-1, -2) / math.sqrt(D)  # [B, Hg, G, L]
+            p = s.softmax(-1)
+            out[:, qh] = (p @ v).view(B, len(hi) * G, D)
+            if return_probs:
+                if len(self.groups[layer]) != 1:
+                    raise ValueError("return_probs: only available when every head keeps the same tokens")
+                probs = p.mean(2)
+        return out, probs

@@ -1,0 +1,138 @@
+"""What each head keeps: CateKV and the baselines, as per-head index sets over the prompt.
+
+Every policy returns ``keep``: a list over KV heads of LongTensors [B, l_h] of prompt positions (the
+decoded tokens are always kept on top). All policies see the same observation window (the last
+``last_q`` prompt queries), and the baselines are sized to CateKV's bytes (:func:`equal_bytes_per_head`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from companion.validation import as_positive_int, as_probability
+
+from .heads import middle_region
+
+__all__ = ["CateKVConfig", "chunk_scores", "catekv_select", "streaming_select", "snapkv_select",
+           "equal_bytes_per_head"]
+
+
+@dataclass(frozen=True)
+class CateKVConfig:
+    """Hyper-parameters (paper's names): budget B, chunk c, sink I, recent R, window W (``last_q``), tail,
+    adaptive ratio r, and the CV threshold (k = ``top_threshold``, f = ``top_fraction``)."""
+
+    budget: int = 24
+    chunk: int = 4
+    init: int = 4
+    recent: int = 16
+    last_q: int = 16
+    tail_reserve: int = 8
+    adaptive_ratio: float = 0.25
+    top_threshold: float = 0.5
+    top_fraction: float = 1.0
+
+    def __post_init__(self):
+        for name in ("budget", "chunk", "last_q"):
+            as_positive_int(getattr(self, name), name)
+        for name in ("init", "recent", "tail_reserve"):
+            as_positive_int(getattr(self, name), name, minimum=0)
+        as_probability(self.adaptive_ratio, "adaptive_ratio", low_open=False, high_open=False)
+        as_probability(self.top_threshold, "top_threshold", low_open=False, high_open=False)
+        as_probability(self.top_fraction, "top_fraction", low_open=True, high_open=False)
+        if self.budget < self.init + self.recent:
+            raise ValueError(f"budget: must be >= init + recent = {self.init + self.recent}, got {self.budget}")
+        if (self.budget - self.init - self.recent) % self.chunk:
+            raise ValueError(f"budget: budget - init - recent ({self.budget - self.init - self.recent}) must be a "
+                             f"multiple of chunk ({self.chunk})")
+
+    @property
+    def n_critical_chunks(self) -> int:
+        return (self.budget - self.init - self.recent) // self.chunk
+
+    def consistent_length(self, n: int) -> int:
+        """Tokens a consistent head keeps of an ``n``-token prompt: B + (n - chunk_end)."""
+        chunk_end = (n // self.chunk - self.tail_reserve // self.chunk) * self.chunk
+        return self.budget + n - chunk_end
+
+
+def chunk_scores(attn_mid: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Soft chunk score s_j = sum over window queries of the chunk's largest weight: [..., W, T] -> [..., M]."""
+    *lead, W, T = attn_mid.shape
+    return attn_mid.reshape(*lead, W, T // chunk, chunk).amax(-1).sum(-2)
+
+
+def catekv_select(attn_mid: torch.Tensor, n: int, is_adaptive: torch.Tensor, cfg: CateKVConfig,
+                  critical: bool = True) -> list[torch.Tensor]:
+    """CateKV's kept positions per KV head, eq. (catekv-keep).
+
+    ``attn_mid`` [B, Hkv, W, T_mid] (from :func:`~companion.catekv.heads.middle_attention`);
+    ``is_adaptive`` [Hkv] bool. An adaptive head keeps all ``n`` positions. A consistent head keeps the
+    sink, its top ``(B - I - R) / c`` chunks by soft score, and the recent window with the tail.
+    ``critical=False`` is the ablation that spends the critical-token budget on a longer recent window.
+    """
+    n = as_positive_int(n, "n")
+    if n <= cfg.consistent_length(n):
+        raise ValueError(f"n: a prompt of {n} tokens is not longer than the budget ({cfg.consistent_length(n)})")
+    start, end, M = middle_region(n, cfg.chunk, cfg.init, cfg.recent, cfg.tail_reserve)
+    if not torch.isfinite(attn_mid).all():
+        raise ValueError("attn_mid: contains NaN or Inf")
+    B, H, W, T = attn_mid.shape
+    if T != end - start:
+        raise ValueError(f"attn_mid: expected {end - start} middle tokens for n = {n}, got {T}")
+    is_adaptive = torch.as_tensor(is_adaptive, dtype=torch.bool)
+    if is_adaptive.shape != (H,):
+        raise ValueError(f"is_adaptive: expected shape [{H}], got {tuple(is_adaptive.shape)}")
+    sink = torch.arange(cfg.init).expand(B, -1)
+    keep = []
+    for h in range(H):
+        if is_adaptive[h]:
+            keep.append(torch.arange(n).expand(B, n))
+        elif critical:
+            top = chunk_scores(attn_mid[:, h], cfg.chunk).topk(cfg.n_critical_chunks, dim=-1).indices  # [B, k]
+            toks = (start + top[..., None] * cfg.chunk + torch.arange(cfg.chunk)).flatten(1)
+            keep.append(torch.cat([sink, toks, torch.arange(end, n).expand(B, -1)], 1))
+        else:  # no critical tokens: the same bytes as a longer recent window
+            window = cfg.consistent_length(n) - cfg.init
+            keep.append(torch.cat([sink, torch.arange(n - window, n).expand(B, -1)], 1))
+    return keep
+
+
+def streaming_select(n: int, sink: int, window: int, n_heads: int, batch: int) -> list[torch.Tensor]:
+    """StreamingLLM: every head keeps the first ``sink`` and the last ``window`` positions."""
+    n, n_heads, batch = as_positive_int(n, "n"), as_positive_int(n_heads, "n_heads"), as_positive_int(batch, "batch")
+    sink, window = as_positive_int(sink, "sink", minimum=0), as_positive_int(window, "window", minimum=0)
+    if sink + window > n:
+        raise ValueError(f"window: sink + window ({sink + window}) exceeds the prompt length {n}")
+    idx = torch.cat([torch.arange(sink), torch.arange(n - window, n)]).expand(batch, -1)
+    return [idx] * n_heads
+
+
+def snapkv_select(attn_all: torch.Tensor, budget: int, recent: int, pool: int = 3) -> list[torch.Tensor]:
+    """SnapKV-like: per head, the recent window plus the ``budget - recent`` earlier positions with the most
+    window attention (summed over the window queries, smoothed by an average pool of width ``pool``).
+
+    ``attn_all`` [B, Hkv, W, n]: the window's (causal) attention over the whole prompt."""
+    if not torch.isfinite(attn_all).all():
+        raise ValueError("attn_all: contains NaN or Inf")
+    B, H, W, n = attn_all.shape
+    budget, recent = as_positive_int(budget, "budget"), as_positive_int(recent, "recent", minimum=0)
+    if not recent <= budget <= n:
+        raise ValueError(f"budget: expected recent ({recent}) <= budget <= n ({n}), got {budget}")
+    score = attn_all[..., : n - recent].sum(2)  # [B, H, n - recent]
+    score = F.avg_pool1d(score.reshape(B * H, 1, -1), pool, stride=1, padding=pool // 2,
+                         count_include_pad=False).view(B, H, -1)
+    top = score.topk(budget - recent, dim=-1).indices
+    tail = torch.arange(n - recent, n).expand(B, -1)
+    return [torch.cat([top[:, h], tail], 1) for h in range(H)]
+
+
+def equal_bytes_per_head(keep_per_layer: list[list[torch.Tensor]]) -> int:
+    """The uniform per-head length that matches a policy's total kept tokens (rounded to the nearest)."""
+    total = sum(idx.shape[1] for layer in keep_per_layer for idx in layer)
+    count = sum(len(layer) for layer in keep_per_layer)
+    return int(math.floor(total / count + 0.5))

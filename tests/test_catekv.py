@@ -1,0 +1,206 @@
+"""Unit tests of companion.catekv: data, model cache, CV, head mask, selection, bytes, training, checkpoint."""
+
+import math
+
+import pytest
+import torch
+
+from companion.catekv import cache as kvcache
+from companion.catekv import evaluate as ev
+from companion.catekv import heads, policy, train
+from companion.catekv.data import VOCAB, hybrid_recall
+from companion.catekv.model import TinyDecoder
+
+CFG = policy.CateKVConfig()
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return TinyDecoder(VOCAB.size, dim=64, layers=2, q_heads=4, kv_heads=2).eval()
+
+
+# --- data ----------------------------------------------------------------------------------------
+
+def test_data_is_seeded_and_answers_follow_the_rule():
+    a, b = hybrid_recall(4, seed=3), hybrid_recall(4, seed=3)
+    assert torch.equal(a.prompt, b.prompt) and torch.equal(a.stream, b.stream)
+    assert a.prompt.shape == (4, 128) and a.stream.shape == (4, 24)
+    for i in range(4):
+        p = int(a.prompt[i, a.passkey_pos[i]]) - VOCAB.digit0
+        assert a.prompt[i, a.passkey_pos[i] - 1] == VOCAB.passkey and 0 <= p < VOCAB.n_digits
+        body = a.prompt[i].tolist()
+        for j in range(a.answers.shape[1]):
+            key = int(a.stream[i, a.answer_pos[i, j]])
+            v = body[body.index(key) - 1] - VOCAB.value0
+            assert int(a.answers[i, j]) - VOCAB.value0 == (v + p) % VOCAB.n_values
+            assert int(a.stream[i, a.answer_pos[i, j] + 1]) == int(a.answers[i, j])
+    with pytest.raises(ValueError, match="^n_queries"):
+        hybrid_recall(2, n_pairs=4, n_queries=8)
+
+
+# --- model: the cached decode equals the full forward ---------------------------------------------
+
+def test_decode_with_full_cache_equals_forward(model):
+    batch = hybrid_recall(3, seed=1)
+    seq = batch.full_sequence()
+    full_logits = model(seq)
+    P = batch.prompt.shape[1]
+    _, ks, vs, _ = model.prefill(batch.prompt)
+    cache = kvcache.HybridKVCache.full(ks, vs)
+    for t in range(5):
+        logits = model.decode_step(seq[:, P + t], seq[:, P + t - 1], cache, P + t)
+        torch.testing.assert_close(logits, full_logits[:, P + t], atol=1e-4, rtol=1e-4)
+
+
+def test_decode_triton_path_equals_torch_path(model):
+    batch = hybrid_recall(2, seed=2)
+    pre = ev.Prefill(model, batch.prompt, CFG)
+    mask = torch.tensor([[True, False], [False, False]])
+    keep = ev.policy_keep("catekv", pre, mask)
+    c1 = kvcache.HybridKVCache.from_prefill(pre.ks, pre.vs, keep)
+    c2 = kvcache.HybridKVCache.from_prefill(pre.ks, pre.vs, keep)
+    P = pre.n
+    seq = batch.full_sequence()
+    for t in range(3):
+        a = model.decode_step(seq[:, P + t], seq[:, P + t - 1], c1, P + t, backend="torch")
+        b = model.decode_step(seq[:, P + t], seq[:, P + t - 1], c2, P + t, backend="triton")
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_model_rejects_bad_heads():
+    with pytest.raises(ValueError, match="^kv_heads"):
+        TinyDecoder(VOCAB.size, dim=32, q_heads=4, kv_heads=3)
+
+
+# --- CV -----------------------------------------------------------------------------------------
+
+def planted(M=10, W=8, c=4, consistent=True):
+    a = torch.full((W, M * c), 0.001)
+    for q in range(W):
+        j = 2 if consistent else q % M
+        a[q, j * c + 1] = 0.9
+    return a
+
+
+def test_cv_orders_planted_heads_and_matches_closed_form():
+    cv_cons = heads.head_cv(planted(consistent=True), 4)
+    cv_adapt = heads.head_cv(planted(consistent=False), 4)
+    assert cv_cons > cv_adapt
+    # a fraction p of M chunks hit by every query: CV = sqrt((1 - p) / p * M / (M - 1))
+    M, hit = 20, 5
+    a = torch.full((6, M * 4), 0.01)
+    a[:, torch.arange(hit) * 4 * 3] = 0.5
+    p = hit / M
+    assert heads.head_cv(a, 4).item() == pytest.approx(math.sqrt((1 - p) / p * M / (M - 1)), rel=1e-6)
+    flat = heads.head_cv(torch.full((4, 16), 0.25), 4)  # constant map: no division by zero
+    assert torch.isfinite(flat).all()
+
+
+def test_cv_bad_input():
+    with pytest.raises(ValueError, match="^attn_mid"):
+        heads.head_cv(torch.full((4, 16), float("nan")), 4)
+    with pytest.raises(ValueError, match="^chunk"):
+        heads.head_cv(torch.rand(4, 18), 4)
+    with pytest.raises(ValueError, match="^top_threshold"):
+        heads.head_cv(torch.rand(4, 16), 4, top_threshold=1.5)
+    with pytest.raises(ValueError, match="^chunk"):
+        heads.middle_region(32, chunk=8, init=4, recent=16)
+    with pytest.raises(ValueError, match="^prompts"):
+        heads.collect_cv(None, torch.zeros(0, 5, dtype=torch.long), CFG)
+
+
+def test_static_head_mask_counts_and_prefers_low_cv():
+    g = torch.Generator().manual_seed(0)
+    cv = torch.rand(8, 3, 4, generator=g) + torch.arange(12).view(1, 3, 4)  # head 0 lowest CV
+    for r in (0.0, 0.25, 0.4, 1.0):
+        mask = heads.static_head_mask(cv, r)
+        assert int(mask.sum()) == math.ceil(r * 12)
+    assert heads.static_head_mask(cv, 0.25)[0, :3].all()
+    with pytest.raises(ValueError, match="^adaptive_ratio"):
+        heads.static_head_mask(cv, 1.2)
+    with pytest.raises(ValueError, match="^cv"):
+        heads.static_head_mask(cv[0], 0.2)
+
+
+# --- selection and bytes ---------------------------------------------------------------------------
+
+def test_catekv_select_keeps_sink_recent_top_chunks():
+    n, H, B = 128, 3, 2
+    start, end, M = heads.middle_region(n, CFG.chunk, CFG.init, CFG.recent, CFG.tail_reserve)
+    attn = torch.rand(B, H, CFG.last_q, end - start) * 0.01
+    attn[:, :, :, 40] = 1.0  # chunk 10 of the middle
+    keep = policy.catekv_select(attn, n, torch.tensor([True, False, False]), CFG)
+    assert keep[0].shape == (B, n)
+    for idx in keep[1:]:
+        assert idx.shape == (B, CFG.consistent_length(n)) == (B, CFG.budget + CFG.tail_reserve)
+        for row in idx.tolist():
+            s = set(row)
+            assert len(s) == len(row) and min(s) >= 0 and max(s) < n
+            assert set(range(CFG.init)) <= s and set(range(end, n)) <= s and start + 40 in s
+    with pytest.raises(ValueError, match="^n"):
+        policy.catekv_select(torch.rand(1, 1, 16, 4), 30, torch.tensor([False]), CFG)
+
+
+def test_config_bad_input():
+    with pytest.raises(ValueError, match="^budget"):
+        policy.CateKVConfig(budget=10)
+    with pytest.raises(ValueError, match="^budget"):
+        policy.CateKVConfig(budget=26)
+    with pytest.raises(ValueError, match="^adaptive_ratio"):
+        policy.CateKVConfig(adaptive_ratio=-0.1)
+
+
+def test_equal_bytes_and_cache_accounting(model):
+    batch = hybrid_recall(2, seed=4)
+    pre = ev.Prefill(model, batch.prompt, CFG)
+    mask = torch.tensor([[True, False], [False, False]])
+    keeps = {m: ev.policy_keep(m, pre, mask, generator=torch.Generator().manual_seed(0)) for m in ev.METHODS}
+    cate_len = sum(i.shape[1] for layer in keeps["catekv"] for i in layer)
+    for m in ("streaming", "snapkv", "random-heads", "no-critical"):
+        n_heads = sum(len(layer) for layer in keeps[m])
+        other = sum(i.shape[1] for layer in keeps[m] for i in layer)
+        assert abs(other - cate_len) <= n_heads  # equal bytes to +-1 token per head
+    cache = kvcache.HybridKVCache.from_prefill(pre.ks, pre.vs, keeps["catekv"])
+    D = model.head_dim
+    expect = lambda g: 2 * 2 * D * 2 * (1 * (pre.n + g) + 3 * (CFG.consistent_length(pre.n) + g))  # B=2, 1 adaptive
+    assert cache.nbytes() == expect(0)
+    assert len(cache.groups[0]) == 2 and len(cache.groups[1]) == 1  # two physical caches where heads differ
+    model.decode_step(batch.stream[:, 0], batch.prompt[:, -1], cache, pre.n)
+    assert cache.nbytes() == expect(1) == kvcache.kv_bytes([cache.lengths(l) for l in range(2)], D)
+
+
+def test_llama_projection():
+    p = ev.llama_kv_projection(131_072, 0.4, 2048)
+    assert p["full_gib"] == pytest.approx(16.0)
+    assert p["ratio"] == pytest.approx(131072 / (0.4 * 131072 + 0.6 * 2080), rel=1e-12)
+    assert 2.4 < p["ratio"] < 2.5
+
+
+def test_captured_mass_in_unit_interval(model):
+    batch = hybrid_recall(2, seed=5, n_queries=2)
+    pre = ev.Prefill(model, batch.prompt, CFG)
+    m = ev.captured_mass(model, batch, pre)
+    assert m.shape == (2, 2) and (m > 0).all() and (m <= 1 + 1e-5).all()
+
+
+# --- training and the shipped checkpoint ----------------------------------------------------------
+
+def test_a_few_training_steps_run_and_lower_the_loss():
+    torch.manual_seed(0)
+    m = TinyDecoder(VOCAB.size, dim=32, layers=2, q_heads=2, kv_heads=2)
+    hist = train.train_decoder(m, data=dict(prompt_len=64, n_pairs=6, n_queries=4, n_demos=2), steps=6,
+                               batch_size=8, lr=3e-3, log_every=3)
+    assert hist["step"] == [3, 6] and all(math.isfinite(x) for x in hist["train_loss"])
+
+
+def test_shipped_checkpoint_loads_into_the_current_model():
+    if not (train.CHECKPOINTS / "decoder.pt").exists():
+        pytest.skip("no shipped checkpoint")
+    m, meta = train.load_decoder()
+    assert {"command", "commit", "recipe", "training_seconds", "device", "final", "data"} <= set(meta)
+    assert sum(p.numel() for p in m.parameters()) == meta["parameters"]
+    assert meta["recipe"] == train.RECIPES["quick"]  # the shipped weights come from the current recipe
+    assert (train.CHECKPOINTS / "decoder.pt").stat().st_size < 4_000_000
+    batch = hybrid_recall(2, seed=0, **train.DATA["quick"])
+    assert m(batch.full_sequence()).shape == (2, 152, VOCAB.size)
