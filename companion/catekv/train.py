@@ -13,16 +13,21 @@ larger model on longer prompts (for a GPU).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+from companion.checkpoints import (
+    load_checkpoint,
+    provenance,
+    recipe_from_args,
+    save_checkpoint,
+    training_parser,
+)
 import torch.nn.functional as F
 
 from .data import VOCAB, hybrid_recall
@@ -123,11 +128,7 @@ def train_decoder(model: TinyDecoder, *, data: dict, steps: int, batch_size: int
 
 def load_decoder(path: str | Path = CHECKPOINTS / "decoder.pt") -> tuple[TinyDecoder, dict]:
     """The shipped decoder (state_dict + provenance JSON beside it), in eval mode."""
-    path = Path(path)
-    meta = json.loads(path.with_suffix(".json").read_text())
-    model = TinyDecoder(**meta["model_config"])
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    return model.eval(), meta
+    return load_checkpoint(path, lambda meta: TinyDecoder(**meta["model_config"]))
 
 
 def load_or_train(scale: str = "quick", *, progress=None) -> tuple[TinyDecoder, dict]:
@@ -147,57 +148,31 @@ def load_or_train(scale: str = "quick", *, progress=None) -> tuple[TinyDecoder, 
                    "training_seconds": round(time.perf_counter() - start, 1), "source": "trained in this run"}
 
 
-def _commit() -> str:
-    try:
-        root = Path(__file__).resolve().parents[2]
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
-        return sha.stdout.strip() + ("+uncommitted changes" if dirty.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m companion.catekv.train", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", choices=sorted(RECIPES), default="quick")
-    parser.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
-    parser.add_argument("--steps", type=int, default=None, help="override the recipe's number of steps")
+    parser = training_parser("python -m companion.catekv.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    parser.add_argument("--out", type=Path, default=CHECKPOINTS, help="folder for decoder.pt and decoder.json")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    recipe = dict(RECIPES[args.scale])
-    if args.seed is not None:
-        recipe["seed"] = args.seed
-    if args.steps is not None:
-        recipe["steps"] = args.steps
+    recipe = recipe_from_args(RECIPES, args)
     torch.manual_seed(recipe["seed"])
     model = TinyDecoder(VOCAB.size, **recipe["model"])
     start = time.perf_counter()
     history = train_decoder(model, data=DATA[args.scale], **{k: v for k, v in recipe.items() if k != "model"},
                             log_every=100 if recipe["steps"] >= 100 else 1, verbose=True)
-    seconds = time.perf_counter() - start
-    args.out.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), args.out / "decoder.pt")
-    meta = {
-        "command": "python -m companion.catekv.train " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "recipe": recipe,
-        "model_config": model.config,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "data": {"generator": "companion.catekv.data.hybrid_recall", **DATA[args.scale],
-                 "train_seeds": f"seed * 1000003 + step (seed {recipe['seed']})",
-                 "validation": {"n": 256, "seed": VALID_SEED}},
-        "commit": _commit(),
-        "training_seconds": round(seconds, 1),
-        "device": (torch.cuda.get_device_name() if history["device"].startswith("cuda") else
-                   f"cpu ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads")
-                  + f", torch {torch.__version__}",
-        "final": {"valid_acc_full_cache": history["valid_acc"][-1], "train_loss_running": history["train_loss"][-1],
-                  "steps_done": history["step"][-1]},
-        "history": history,
-    }
-    (args.out / "decoder.json").write_text(json.dumps(meta, indent=1) + "\n")
+    meta = provenance(
+        command="python -m companion.catekv.train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        recipe=recipe, seconds=time.perf_counter() - start, device=history["device"],
+        model_config=model.config,
+        parameters=sum(p.numel() for p in model.parameters()),
+        data={"generator": "companion.catekv.data.hybrid_recall", **DATA[args.scale],
+              "train_seeds": f"seed * 1000003 + step (seed {recipe['seed']})",
+              "validation": {"n": 256, "seed": VALID_SEED}},
+        final={"valid_acc_full_cache": history["valid_acc"][-1], "train_loss_running": history["train_loss"][-1],
+               "steps_done": history["step"][-1]},
+        history=history,
+    )
+    save_checkpoint(model, args.out / "decoder.pt", meta)
     print(json.dumps({k: meta[k] for k in ("training_seconds", "final", "parameters")}))
     return 0
 

@@ -16,16 +16,21 @@ Entry point (writes ``companion/ngs/checkpoints/tsp20.pt`` and ``tsp20.json``)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+from companion.checkpoints import (
+    load_checkpoint,
+    provenance,
+    recipe_from_args,
+    save_checkpoint,
+    training_parser,
+)
 
 from .policy import AttentionPolicy
 from .tsp import generate_tsp, tour_length
@@ -109,11 +114,7 @@ def train_pomo(policy: AttentionPolicy, *, n: int, steps: int, batch_size: int, 
 
 def load_policy(path: str | Path = CHECKPOINTS / "tsp20.pt") -> tuple[AttentionPolicy, dict]:
     """The shipped policy (state_dict + provenance JSON beside it), in eval mode."""
-    path = Path(path)
-    meta = json.loads(path.with_suffix(".json").read_text())
-    policy = AttentionPolicy(**meta["model"])
-    policy.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    return policy.eval(), meta
+    return load_checkpoint(path, lambda meta: AttentionPolicy(**meta["model"]))
 
 
 def load_or_train(scale: str = "quick", *, progress=None) -> tuple[AttentionPolicy, dict]:
@@ -129,53 +130,27 @@ def load_or_train(scale: str = "quick", *, progress=None) -> tuple[AttentionPoli
                     "training_seconds": round(time.perf_counter() - start, 1), "source": "trained in this run"}
 
 
-def _commit() -> str:
-    try:
-        root = Path(__file__).resolve().parents[2]
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
-        return sha.stdout.strip() + ("+uncommitted changes" if dirty.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m companion.ngs.train", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", choices=sorted(RECIPES), default="quick")
-    parser.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
-    parser.add_argument("--steps", type=int, default=None, help="override the recipe's number of steps")
-    parser.add_argument("--out", type=Path, default=CHECKPOINTS, help="folder for tsp20.pt and tsp20.json")
+    parser = training_parser("python -m companion.ngs.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
     args = parser.parse_args(argv)
-    recipe = dict(RECIPES[args.scale])
-    if args.seed is not None:
-        recipe["seed"] = args.seed
-    if args.steps is not None:
-        recipe["steps"] = args.steps
+    recipe = recipe_from_args(RECIPES, args)
     torch.manual_seed(recipe["seed"])
     policy = AttentionPolicy(**recipe["model"])
     start = time.perf_counter()
     history = train_pomo(policy, **{k: v for k, v in recipe.items() if k != "model"}, log_every=100,
                          progress=None)
-    seconds = time.perf_counter() - start
-    args.out.mkdir(parents=True, exist_ok=True)
-    torch.save(policy.state_dict(), args.out / "tsp20.pt")
-    meta = {
-        "command": "python -m companion.ngs.train " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "recipe": recipe,
-        "model": recipe["model"],
-        "parameters": sum(p.numel() for p in policy.parameters()),
-        "data": {"train": f"uniform [0,1]^2, n = {recipe['n']}, torch.rand with a Generator seeded {recipe['seed']}",
-                 "validation": VALID},
-        "commit": _commit(),
-        "training_seconds": round(seconds, 1),
-        "device": (torch.cuda.get_device_name() if history["device"].startswith("cuda") else
-                   f"cpu ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads")
-                  + f", torch {torch.__version__}",
-        "final": {"valid_greedy_multistart_len": history["valid_greedy_len"][-1],
-                  "train_len_running": history["train_len"][-1]},
-        "history": history,
-    }
-    (args.out / "tsp20.json").write_text(json.dumps(meta, indent=1) + "\n")
+    meta = provenance(
+        command="python -m companion.ngs.train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        recipe=recipe, seconds=time.perf_counter() - start, device=history["device"],
+        model=recipe["model"],
+        parameters=sum(p.numel() for p in policy.parameters()),
+        data={"train": f"uniform [0,1]^2, n = {recipe['n']}, torch.rand with a Generator seeded {recipe['seed']}",
+              "validation": VALID},
+        final={"valid_greedy_multistart_len": history["valid_greedy_len"][-1],
+               "train_len_running": history["train_len"][-1]},
+        history=history,
+    )
+    save_checkpoint(policy, args.out / "tsp20.pt", meta)
     print(json.dumps({k: meta[k] for k in ("training_seconds", "final", "parameters")}))
     return 0
 

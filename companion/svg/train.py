@@ -13,16 +13,21 @@ Entry point (writes ``companion/svg/checkpoints/tiny_dit.pt`` and ``tiny_dit.jso
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+from companion.checkpoints import (
+    load_checkpoint,
+    provenance,
+    recipe_from_args,
+    save_checkpoint,
+    training_parser,
+)
 
 from .data import bouncing_shapes
 from .model import TinyVideoDiT
@@ -114,11 +119,8 @@ def train_dit(model: TinyVideoDiT, *, n_videos: int, steps: int, batch_size: int
 
 def load_dit(path: str | Path | None = None) -> tuple[TinyVideoDiT, dict]:
     """The shipped model (state_dict + provenance JSON beside it), in eval mode."""
-    path = Path(path) if path is not None else CHECKPOINTS / "tiny_dit.pt"
-    meta = json.loads(path.with_suffix(".json").read_text())
-    model = TinyVideoDiT(**meta["model"])
-    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-    return model.eval(), meta
+    path = path if path is not None else CHECKPOINTS / "tiny_dit.pt"
+    return load_checkpoint(path, lambda meta: TinyVideoDiT(**meta["model"]))
 
 
 def load_or_train(scale: str = "quick", *, progress=None) -> tuple[TinyVideoDiT, dict]:
@@ -136,53 +138,27 @@ def load_or_train(scale: str = "quick", *, progress=None) -> tuple[TinyVideoDiT,
                    "training_seconds": round(time.perf_counter() - start, 1), "source": "trained in this run"}
 
 
-def _commit() -> str:
-    try:
-        root = Path(__file__).resolve().parents[2]
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
-        return sha.stdout.strip() + ("+uncommitted changes" if dirty.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m companion.svg.train", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", choices=sorted(RECIPES), default="quick")
-    parser.add_argument("--seed", type=int, default=None, help="override the recipe's seed")
-    parser.add_argument("--steps", type=int, default=None, help="override the recipe's number of steps")
-    parser.add_argument("--out", type=Path, default=CHECKPOINTS, help="folder for tiny_dit.pt and tiny_dit.json")
+    parser = training_parser("python -m companion.svg.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
     args = parser.parse_args(argv)
-    recipe = dict(RECIPES[args.scale])
-    if args.seed is not None:
-        recipe["seed"] = args.seed
-    if args.steps is not None:
-        recipe["steps"] = args.steps
+    recipe = recipe_from_args(RECIPES, args)
     torch.manual_seed(recipe["seed"])
     model = TinyVideoDiT(**recipe["model"])
     start = time.perf_counter()
     history = train_dit(model, **{k: v for k, v in recipe.items() if k != "model"})
-    seconds = time.perf_counter() - start
-    args.out.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), args.out / "tiny_dit.pt")
-    meta = {
-        "command": "python -m companion.svg.train " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "recipe": recipe,
-        "model": recipe["model"],
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "data": {"train": f"bouncing_shapes(n={recipe['n_videos']}, seed={recipe['seed']}, **{recipe['data']})",
-                 "validation": f"bouncing_shapes(n={VALID['n']}, seed={VALID['seed']}), fixed tau and noise"},
-        "objective": "rectified flow, v = eps - x0, tau ~ logit-normal(0, 1)",
-        "commit": _commit(),
-        "training_seconds": round(seconds, 1),
-        "steps_done": history["step"][-1],
-        "device": (torch.cuda.get_device_name() if history["device"].startswith("cuda") else
-                   f"cpu ({platform.processor() or platform.machine()}), {torch.get_num_threads()} threads")
-                  + f", torch {torch.__version__}",
-        "final": {"valid_loss": history["valid_loss"][-1], "train_loss_running": history["train_loss"][-1]},
-        "history": history,
-    }
-    (args.out / "tiny_dit.json").write_text(json.dumps(meta, indent=1) + "\n")
+    meta = provenance(
+        command="python -m companion.svg.train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        recipe=recipe, seconds=time.perf_counter() - start, device=history["device"],
+        model=recipe["model"],
+        parameters=sum(p.numel() for p in model.parameters()),
+        data={"train": f"bouncing_shapes(n={recipe['n_videos']}, seed={recipe['seed']}, **{recipe['data']})",
+              "validation": f"bouncing_shapes(n={VALID['n']}, seed={VALID['seed']}), fixed tau and noise"},
+        objective="rectified flow, v = eps - x0, tau ~ logit-normal(0, 1)",
+        steps_done=history["step"][-1],
+        final={"valid_loss": history["valid_loss"][-1], "train_loss_running": history["train_loss"][-1]},
+        history=history,
+    )
+    save_checkpoint(model, args.out / "tiny_dit.pt", meta)
     print(json.dumps({k: meta[k] for k in ("training_seconds", "steps_done", "final", "parameters")}))
     return 0
 

@@ -1,0 +1,34 @@
+import json
+
+import pytest
+import torch
+
+from companion.checkpoints import load_checkpoint, provenance, recipe_from_args, save_checkpoint, training_parser
+
+
+def test_save_and_load_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    meta = provenance(command="python -m x.train", recipe={"seed": 0}, seconds=1.234, device="cpu",
+                      model={"in_features": 3, "out_features": 2})
+    path = save_checkpoint(model, tmp_path / "lin.pt", meta)
+    record = json.loads(path.with_suffix(".json").read_text())
+    assert record["training_seconds"] == 1.2 and record["commit"] and "torch" in record["device"]
+    loaded, meta2 = load_checkpoint(path, lambda m: torch.nn.Linear(**m["model"]))
+    assert not loaded.training and meta2 == record
+    assert torch.equal(loaded.weight, model.weight)
+
+
+def test_bad_paths_are_named(tmp_path):
+    with pytest.raises(ValueError, match="^path"):
+        save_checkpoint(torch.nn.Linear(1, 1), tmp_path / "model.bin", {})
+    with pytest.raises(ValueError, match="^path"):
+        load_checkpoint(tmp_path / "missing.pt", lambda m: torch.nn.Linear(1, 1))
+
+
+def test_command_line_overrides_the_recipe(tmp_path):
+    recipes = {"quick": {"seed": 0, "steps": 100, "lr": 1e-3}, "full": {"seed": 0, "steps": 1000, "lr": 1e-3}}
+    parser = training_parser("prog", "demo", recipes, tmp_path)
+    args = parser.parse_args(["--scale", "full", "--steps", "7"])
+    assert recipe_from_args(recipes, args) == {"seed": 0, "steps": 7, "lr": 1e-3}
+    assert recipes["full"]["steps"] == 1000  # the recipe table is not modified
