@@ -27,7 +27,7 @@ import numpy as np
 
 from companion.book import repo_root
 
-__all__ = ["Claim", "Ledger", "build_dir", "read_ledgers", "ledger_markdown"]
+__all__ = ["Claim", "Ledger", "build_dir", "read_ledgers", "ledger_markdown", "summary_markdown"]
 
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _MAX_MEASURED_STR = 80
@@ -163,4 +163,16 @@ def ledger_markdown(ledgers: list[dict[str, Any]]) -> str:
             verdict = "yes" if c["holds"] else "**no**"
             rows.append(f"| {led['chapter']} ({led['scale']}) | **{_cell(c['id'])}**: {_cell(c['statement'])} "
                         f"| {_cell(c['paper'])} | {_cell(c['measured'])} | {verdict} | {_cell(c['note'])} |")
+    return "\n".join(rows)
+
+
+def summary_markdown(ledgers: list[dict[str, Any]]) -> str:
+    """One row per chapter: how many of its claims hold, at which scale and seed, and the total."""
+    rows = ["| chapter | scale (seed) | claims | hold | do not hold |", "|---|---|---|---|---|"]
+    for led in ledgers:
+        n, held = len(led["claims"]), sum(c["holds"] for c in led["claims"])
+        rows.append(f"| {led['chapter']} | {led['scale']} ({led['seed']}) | {n} | {held} | {n - held} |")
+    n = sum(len(led["claims"]) for led in ledgers)
+    held = sum(c["holds"] for led in ledgers for c in led["claims"])
+    rows.append(f"| **all chapters** | | **{n}** | **{held}** | **{n - held}** |")
     return "\n".join(rows)

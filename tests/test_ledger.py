@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from companion.ledger import Ledger, build_dir, ledger_markdown, read_ledgers
+from companion.ledger import Ledger, build_dir, ledger_markdown, read_ledgers, summary_markdown
 
 
 @pytest.fixture
@@ -82,3 +82,11 @@ def test_read_ledgers_follows_the_reading_order(tmp_path):
             "c", statement="s", paper="p", measured=1, holds=True)
     order = [led["chapter"] for led in read_ledgers(tmp_path, order=["mid", "zeta"])]
     assert order == ["mid", "zeta", "alpha"]
+
+
+def test_summary_counts_claims_per_chapter(tmp_path):
+    led = Ledger("toy", scale="quick", seed=0, path=tmp_path / "toy.json")
+    led.record("a", statement="s", paper="p", measured=1, holds=True)
+    led.record("b", statement="s", paper="p", measured=2, holds=False)
+    table = summary_markdown(read_ledgers(tmp_path))
+    assert "| toy | quick (0) | 2 | 1 | 1 |" in table and "| **all chapters** | | **2** | **1** | **1** |" in table
