@@ -186,7 +186,7 @@ def test_captured_mass_in_unit_interval(model):
 
 # --- training and the shipped checkpoint ----------------------------------------------------------
 
-def test_a_few_training_steps_run_and_lower_the_loss():
+def test_a_few_training_steps_run_with_finite_losses():
     torch.manual_seed(0)
     m = TinyDecoder(VOCAB.size, dim=32, layers=2, q_heads=2, kv_heads=2)
     hist = train.train_decoder(m, data=dict(prompt_len=64, n_pairs=6, n_queries=4, n_demos=2), steps=6,

@@ -72,7 +72,8 @@ def test_empty_mask_row_returns_zero_and_minus_inf_lse():
     out, lse = bsa.block_sparse_attention(q, k, v, mask, 16, backend="triton", return_lse=True)
     ref, ref_lse = bsa.block_sparse_attention_reference(q, k, v, mask, 16, return_lse=True)
     assert torch.all(out[0, 0, 16:32] == 0) and torch.all(out[0, 1, 32:] == 0)
-    assert torch.all(torch.isneginf(lse[0, 0, 16:32])) and torch.all(torch.isneginf(ref_lse[0, 1, 32:]))
+    assert torch.all(torch.isneginf(lse[0, 0, 16:32])) and torch.all(torch.isneginf(lse[0, 1, 32:]))
+    assert torch.all(torch.isneginf(ref_lse[0, 0, 16:32])) and torch.all(torch.isneginf(ref_lse[0, 1, 32:]))
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
     assert torch.isfinite(out).all()
 
