@@ -3,7 +3,7 @@
 Every chapter whose model takes longer than the quick budget to train has a training entry
 point ``python -m companion.<module>.train --scale quick|full`` built from these pieces:
 :func:`training_parser` and :func:`recipe_from_args` for the command line,
-:func:`provenance` for the record (command, commit, device, time), :func:`save_checkpoint`
+:func:`train_from_recipe` to seed, build and train, :func:`provenance` for the record (command, commit, device, time), :func:`save_checkpoint`
 to write ``<name>.pt`` and ``<name>.json`` together, and :func:`load_checkpoint` to read them
 back into the current model code.
 """
@@ -14,14 +14,15 @@ import argparse
 import json
 import platform
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["git_commit", "provenance", "save_checkpoint", "load_checkpoint", "training_parser",
-           "recipe_from_args"]
+__all__ = ["git_commit", "provenance", "save_checkpoint", "load_checkpoint", "train_from_recipe",
+           "training_parser", "recipe_from_args"]
 
 _ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,6 +69,20 @@ def load_checkpoint(path: str | Path, build: Callable[[dict], torch.nn.Module]) 
     model = build(meta)
     model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     return model.eval(), meta
+
+
+def train_from_recipe(recipe: dict, build: Callable[[dict], torch.nn.Module], train: Callable[..., dict],
+                      **kwargs: Any) -> tuple[torch.nn.Module, dict, float]:
+    """Seed with ``recipe['seed']``, build the model from ``recipe['model']`` and train it.
+
+    ``train(model, **recipe-without-'model', **kwargs)`` returns its history; the result is
+    ``(model, history, seconds)``.
+    """
+    torch.manual_seed(recipe["seed"])
+    model = build(recipe["model"])
+    start = time.perf_counter()
+    history = train(model, **{k: v for k, v in recipe.items() if k != "model"}, **kwargs)
+    return model, history, time.perf_counter() - start
 
 
 def training_parser(prog: str, description: str, recipes: dict, out: Path) -> argparse.ArgumentParser:

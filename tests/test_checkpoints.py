@@ -32,3 +32,16 @@ def test_command_line_overrides_the_recipe(tmp_path):
     args = parser.parse_args(["--scale", "full", "--steps", "7"])
     assert recipe_from_args(recipes, args) == {"seed": 0, "steps": 7, "lr": 1e-3}
     assert recipes["full"]["steps"] == 1000  # the recipe table is not modified
+
+
+def test_train_from_recipe_seeds_builds_and_trains():
+    from companion.checkpoints import train_from_recipe
+
+    def train(model, *, seed, steps, lr):
+        return {"steps": steps, "lr": lr, "first_weight": float(model.weight.flatten()[0])}
+
+    recipe = {"seed": 3, "steps": 5, "lr": 0.1, "model": {"in_features": 2, "out_features": 1}}
+    m1, h1, s1 = train_from_recipe(recipe, lambda c: torch.nn.Linear(**c), train)
+    m2, h2, _ = train_from_recipe(recipe, lambda c: torch.nn.Linear(**c), train)
+    assert h1 == h2 and h1["steps"] == 5 and s1 >= 0  # seeded: the same initial weights twice
+    assert isinstance(m1, torch.nn.Linear) and m1.in_features == 2

@@ -26,6 +26,7 @@ from companion.checkpoints import (
     provenance,
     recipe_from_args,
     save_checkpoint,
+    train_from_recipe,
     training_parser,
 )
 import torch.nn.functional as F
@@ -126,6 +127,10 @@ def train_decoder(model: TinyDecoder, *, data: dict, steps: int, batch_size: int
     return history
 
 
+def _build(config: dict) -> TinyDecoder:
+    return TinyDecoder(VOCAB.size, **config)
+
+
 def load_decoder(path: str | Path = CHECKPOINTS / "decoder.pt") -> tuple[TinyDecoder, dict]:
     """The shipped decoder (state_dict + provenance JSON beside it), in eval mode."""
     return load_checkpoint(path, lambda meta: TinyDecoder(**meta["model_config"]))
@@ -139,13 +144,9 @@ def load_or_train(scale: str = "quick", *, progress=None) -> tuple[TinyDecoder, 
         model, meta = load_decoder()
         return model, {**meta, "source": "shipped checkpoint"}
     recipe = RECIPES[scale]
-    torch.manual_seed(recipe["seed"])
-    model = TinyDecoder(VOCAB.size, **recipe["model"])
-    start = time.perf_counter()
-    history = train_decoder(model, data=DATA[scale], **{k: v for k, v in recipe.items() if k != "model"},
-                            progress=progress)
+    model, history, seconds = train_from_recipe(recipe, _build, train_decoder, data=DATA[scale], progress=progress)
     return model, {"recipe": recipe, "data": DATA[scale], "history": history, "model_config": model.config,
-                   "training_seconds": round(time.perf_counter() - start, 1), "source": "trained in this run"}
+                   "training_seconds": round(seconds, 1), "source": "trained in this run"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,14 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     recipe = recipe_from_args(RECIPES, args)
-    torch.manual_seed(recipe["seed"])
-    model = TinyDecoder(VOCAB.size, **recipe["model"])
-    start = time.perf_counter()
-    history = train_decoder(model, data=DATA[args.scale], **{k: v for k, v in recipe.items() if k != "model"},
-                            log_every=100 if recipe["steps"] >= 100 else 1, verbose=True)
+    model, history, seconds = train_from_recipe(recipe, _build, train_decoder, data=DATA[args.scale],
+                                                log_every=100 if recipe["steps"] >= 100 else 1, verbose=True)
     meta = provenance(
         command="python -m companion.catekv.train " + " ".join(argv if argv is not None else sys.argv[1:]),
-        recipe=recipe, seconds=time.perf_counter() - start, device=history["device"],
+        recipe=recipe, seconds=seconds, device=history["device"],
         model_config=model.config,
         parameters=sum(p.numel() for p in model.parameters()),
         data={"generator": "companion.catekv.data.hybrid_recall", **DATA[args.scale],

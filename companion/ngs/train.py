@@ -29,6 +29,7 @@ from companion.checkpoints import (
     provenance,
     recipe_from_args,
     save_checkpoint,
+    train_from_recipe,
     training_parser,
 )
 
@@ -114,7 +115,11 @@ def train_pomo(policy: AttentionPolicy, *, n: int, steps: int, batch_size: int, 
 
 def load_policy(path: str | Path = CHECKPOINTS / "tsp20.pt") -> tuple[AttentionPolicy, dict]:
     """The shipped policy (state_dict + provenance JSON beside it), in eval mode."""
-    return load_checkpoint(path, lambda meta: AttentionPolicy(**meta["model"]))
+    return load_checkpoint(path, lambda meta: _build(meta["model"]))
+
+
+def _build(config: dict) -> AttentionPolicy:
+    return AttentionPolicy(**config)
 
 
 def load_or_train(scale: str = "quick", *, progress=None) -> tuple[AttentionPolicy, dict]:
@@ -122,26 +127,19 @@ def load_or_train(scale: str = "quick", *, progress=None) -> tuple[AttentionPoli
     if scale == "quick" and (CHECKPOINTS / "tsp20.pt").exists():
         return load_policy()
     recipe = RECIPES[scale]
-    torch.manual_seed(recipe["seed"])
-    policy = AttentionPolicy(**recipe["model"])
-    start = time.perf_counter()
-    history = train_pomo(policy, **{k: v for k, v in recipe.items() if k != "model"}, progress=progress)
+    policy, history, seconds = train_from_recipe(recipe, _build, train_pomo, progress=progress)
     return policy, {"recipe": recipe, "history": history, "model": recipe["model"],
-                    "training_seconds": round(time.perf_counter() - start, 1), "source": "trained in this run"}
+                    "training_seconds": round(seconds, 1), "source": "trained in this run"}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = training_parser("python -m companion.ngs.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
     args = parser.parse_args(argv)
     recipe = recipe_from_args(RECIPES, args)
-    torch.manual_seed(recipe["seed"])
-    policy = AttentionPolicy(**recipe["model"])
-    start = time.perf_counter()
-    history = train_pomo(policy, **{k: v for k, v in recipe.items() if k != "model"}, log_every=100,
-                         progress=None)
+    policy, history, seconds = train_from_recipe(recipe, _build, train_pomo, log_every=100, progress=None)
     meta = provenance(
         command="python -m companion.ngs.train " + " ".join(argv if argv is not None else sys.argv[1:]),
-        recipe=recipe, seconds=time.perf_counter() - start, device=history["device"],
+        recipe=recipe, seconds=seconds, device=history["device"],
         model=recipe["model"],
         parameters=sum(p.numel() for p in policy.parameters()),
         data={"train": f"uniform [0,1]^2, n = {recipe['n']}, torch.rand with a Generator seeded {recipe['seed']}",

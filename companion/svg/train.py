@@ -26,6 +26,7 @@ from companion.checkpoints import (
     provenance,
     recipe_from_args,
     save_checkpoint,
+    train_from_recipe,
     training_parser,
 )
 
@@ -120,7 +121,11 @@ def train_dit(model: TinyVideoDiT, *, n_videos: int, steps: int, batch_size: int
 def load_dit(path: str | Path | None = None) -> tuple[TinyVideoDiT, dict]:
     """The shipped model (state_dict + provenance JSON beside it), in eval mode."""
     path = path if path is not None else CHECKPOINTS / "tiny_dit.pt"
-    return load_checkpoint(path, lambda meta: TinyVideoDiT(**meta["model"]))
+    return load_checkpoint(path, lambda meta: _build(meta["model"]))
+
+
+def _build(config: dict) -> TinyVideoDiT:
+    return TinyVideoDiT(**config)
 
 
 def load_or_train(scale: str = "quick", *, progress=None) -> tuple[TinyVideoDiT, dict]:
@@ -130,25 +135,19 @@ def load_or_train(scale: str = "quick", *, progress=None) -> tuple[TinyVideoDiT,
     if scale == "quick" and (CHECKPOINTS / "tiny_dit.pt").exists():
         return load_dit()
     recipe = RECIPES[scale]
-    torch.manual_seed(recipe["seed"])
-    model = TinyVideoDiT(**recipe["model"])
-    start = time.perf_counter()
-    history = train_dit(model, **{k: v for k, v in recipe.items() if k != "model"}, progress=progress)
+    model, history, seconds = train_from_recipe(recipe, _build, train_dit, progress=progress)
     return model, {"recipe": recipe, "history": history, "model": recipe["model"],
-                   "training_seconds": round(time.perf_counter() - start, 1), "source": "trained in this run"}
+                   "training_seconds": round(seconds, 1), "source": "trained in this run"}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = training_parser("python -m companion.svg.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
     args = parser.parse_args(argv)
     recipe = recipe_from_args(RECIPES, args)
-    torch.manual_seed(recipe["seed"])
-    model = TinyVideoDiT(**recipe["model"])
-    start = time.perf_counter()
-    history = train_dit(model, **{k: v for k, v in recipe.items() if k != "model"})
+    model, history, seconds = train_from_recipe(recipe, _build, train_dit)
     meta = provenance(
         command="python -m companion.svg.train " + " ".join(argv if argv is not None else sys.argv[1:]),
-        recipe=recipe, seconds=time.perf_counter() - start, device=history["device"],
+        recipe=recipe, seconds=seconds, device=history["device"],
         model=recipe["model"],
         parameters=sum(p.numel() for p in model.parameters()),
         data={"train": f"bouncing_shapes(n={recipe['n_videos']}, seed={recipe['seed']}, **{recipe['data']})",
