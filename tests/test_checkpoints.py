@@ -38,7 +38,7 @@ def test_train_from_recipe_seeds_builds_and_trains():
     from companion.checkpoints import train_from_recipe
 
     def train(model, *, seed, steps, lr):
-        return {"steps": steps, "lr": lr, "first_weight": float(model.weight.flatten()[0])}
+        return {"steps": steps, "lr": lr, "first_weight": model.weight.detach().flatten()[0].item()}
 
     recipe = {"seed": 3, "steps": 5, "lr": 0.1, "model": {"in_features": 2, "out_features": 1}}
     m1, h1, s1 = train_from_recipe(recipe, lambda c: torch.nn.Linear(**c), train)
