@@ -1,14 +1,18 @@
-"""Helpers for the book's pages: the repository, the Colab badge, glued numbers, progress bars."""
+"""Helpers for the book's pages: the repository, the Colab badge, glued numbers and words, progress bars."""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 
 import yaml
-from tqdm.std import tqdm
 
-__all__ = ["repo_root", "repository_url", "toc_files", "reading_order", "colab_url", "colab_badge", "glue", "progress"]
+__all__ = ["repo_root", "repository_url", "toc_files", "reading_order", "chapter_titles", "colab_url",
+           "colab_badge", "glue", "glue_text", "glue_choice", "md_table", "progress", "device", "EXECUTING_ENV"]
+
+EXECUTING_ENV = "BOOK_EXECUTING"  # set by tools/book.py while papermill executes a page for the HTML
 
 _BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 
@@ -49,19 +53,32 @@ def reading_order(root: Path) -> list[str]:
     return [Path(f).name for f in toc_files(root)]
 
 
-def colab_url(slug: str, root: Path) -> str:
-    """The Colab address of ``notebooks/<slug>.ipynb`` on the repository's default branch."""
+def chapter_titles(root: Path) -> dict[str, str]:
+    """``{slug: title}`` of every page of ``_toc.yml``, the title being its first ``# `` heading."""
+    titles = {}
+    for doc in toc_files(root):
+        path = root / f"{doc}.md"
+        if path.is_file():
+            heading = next((line[2:].strip() for line in path.read_text().splitlines() if line.startswith("# ")), None)
+            titles[Path(doc).name] = heading or Path(doc).name
+    return titles
+
+
+def colab_url(slug: str, root: Path, student: bool = False) -> str:
+    """The Colab address of ``notebooks/<slug>.ipynb`` (the student's ``notebooks/student/<slug>.ipynb``)
+    on the repository's default branch."""
     url, branch = repository_url(root)
     prefix = "https://github.com/"
     if not url.startswith(prefix):
         raise ValueError(f"repository.url: expected a GitHub URL for Colab, got {url!r}")
-    if not (root / "notebooks" / f"{slug}.ipynb").is_file():
-        raise ValueError(f"slug: no notebooks/{slug}.ipynb in {root}")
-    return f"https://colab.research.google.com/github/{url[len(prefix):]}/blob/{branch}/notebooks/{slug}.ipynb"
+    rel = f"notebooks/{'student/' if student else ''}{slug}.ipynb"
+    if not (root / rel).is_file():
+        raise ValueError(f"slug: no {rel} in {root}")
+    return f"https://colab.research.google.com/github/{url[len(prefix):]}/blob/{branch}/{rel}"
 
 
-def colab_badge(slug: str):
-    """The *Open in Colab* badge of a chapter, built from ``_config.yml``.
+def colab_badge(slug: str, student: bool = False):
+    """The *Open in Colab* badge of a chapter (of its student version), built from ``_config.yml``.
 
     Outside a clone of the repository (in Colab itself) there is nothing to link from,
     and the badge is left out.
@@ -71,7 +88,14 @@ def colab_badge(slug: str):
     root = repo_root()
     if root is None:
         return Markdown("")
-    return Markdown(f"[![Open in Colab]({_BADGE})]({colab_url(slug, root)})")
+    return Markdown(f"[![Open in Colab]({_BADGE})]({colab_url(slug, root, student)})")
+
+
+def device():
+    """The chapter's ``DEVICE``, picked once: CUDA when a GPU is visible, else the CPU."""
+    import torch
+
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def glue(name: str, value) -> None:
@@ -82,7 +106,9 @@ def glue(name: str, value) -> None:
     """
     import numbers
 
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise ValueError(f"value: expected a number to glue as {name!r}, got a bool; glue a word with glue_choice")
+    if isinstance(value, numbers.Integral):
         value = int(value)
     elif isinstance(value, numbers.Real):
         value = float(value)
@@ -95,10 +121,102 @@ def glue(name: str, value) -> None:
     myst_glue(name, value, display=False)
 
 
-def progress(iterable, desc: str, **kwargs):
-    """A text progress bar that reads well in a notebook, in Colab and in the rendered HTML.
+def glue_text(name: str, text: str) -> None:
+    """Glue a word or a Markdown block into the prose (``{glue:md}`name``` or the ``glue:md``
+    directive) without displaying it; a no-op where myst-nb is not installed (Colab)."""
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"text: expected a non-empty string to glue as {name!r}, got {text!r}")
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        return
+    from IPython.display import Markdown
 
-    It writes to stdout and refreshes at most every few seconds, so an executed page keeps
-    a short record (start, end, rate) rather than hundreds of partial lines.
+    myst_glue(name, Markdown(text), display=False)
+
+
+def glue_choice(name: str, condition, yes: str, no: str) -> None:
+    """Glue ``yes`` or ``no`` as ``name`` after a condition computed in this run.
+
+    The prose's verdict words are built this way ("{glue:md}`beats`"), never typed, so a change of
+    seed or scale cannot make the text contradict the numbers.
     """
-    return tqdm(iterable, desc=desc, file=sys.stdout, mininterval=5.0, ncols=80, **kwargs)
+    import numpy as np
+
+    if not isinstance(condition, (bool, np.bool_)):
+        raise ValueError(f"condition: expected a bool computed in this run, got {condition!r}")
+    glue_text(name, yes if condition else no)
+
+
+def md_table(df, formats: dict | None = None, float_format: str = "{:.3f}", index: bool = True):
+    """A DataFrame as the book's one table style: a Markdown table (MyST renders ``$...$`` in its
+    headers and cells), integers as integers, floats through ``formats[column]`` or
+    ``float_format``. A missing value is refused (``ValueError`` naming the column): a published
+    table has no NaN cell; fill it with a word that says why it is empty.
+    """
+    import numbers
+
+    import pandas as pd
+    from IPython.display import Markdown
+
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"df: expected a pandas DataFrame, got {type(df).__name__}")
+    formats = formats or {}
+    frame = df.reset_index() if index else df
+    if index and frame.columns[0] == "index":
+        frame = frame.rename(columns={"index": ""})
+
+    def cell(column, value) -> str:
+        if value is None or (isinstance(value, float) and value != value):
+            raise ValueError(f"df: column {column!r} has a missing value; fill it with text that says why")
+        if isinstance(value, bool) or type(value).__name__ == "bool_":
+            return "yes" if value else "no"
+        if column in formats:
+            return formats[column].format(value)
+        if isinstance(value, numbers.Integral):
+            return f"{int(value):,}"
+        if isinstance(value, numbers.Real):
+            return float_format.format(float(value))
+        return str(value).replace("|", "\\|")
+
+    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(c, v) for c, v in zip(frame.columns, row)) + " |"
+            for row in frame.itertuples(index=False)]
+    return Markdown("\n".join([header, rule, *body]))
+
+
+class progress:
+    """Iterate with a progress bar in a terminal or a live notebook; one summary line in a built page.
+
+    While ``tools/book.py`` executes a page for the HTML (``$BOOK_EXECUTING`` is set) no bar is
+    drawn: when the loop ends, one line says what ran and how long it took, so a page never
+    carries a wall of bar lines. Elsewhere it is ``tqdm.auto`` (a widget in Jupyter and Colab, a
+    text bar in a terminal).
+    """
+
+    def __init__(self, iterable, desc: str, total: int | None = None, **kwargs):
+        self.iterable, self.desc = iterable, desc
+        self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
+        self.kwargs = kwargs
+
+    def __len__(self):
+        if self.total is None:
+            raise TypeError("progress: the iterable has no length")
+        return self.total
+
+    def __iter__(self):
+        if not os.environ.get(EXECUTING_ENV):
+            try:  # a widget where Jupyter can draw one, else a text bar
+                import ipywidgets  # noqa: F401
+                from tqdm.auto import tqdm
+            except ImportError:
+                from tqdm.std import tqdm
+            yield from tqdm(self.iterable, desc=self.desc, total=self.total, **self.kwargs)
+            return
+        start, count = time.perf_counter(), 0
+        for item in self.iterable:
+            count += 1
+            yield item
+        seconds = time.perf_counter() - start
+        print(f"{self.desc}: {count:,} iterations in {seconds:.1f} s", flush=True)

@@ -1,15 +1,19 @@
-"""The book pipeline of BOOK.md, one test per chapter.
+"""The book pipeline of BOOK.md, one test per chapter, then the HTML a reader gets.
 
 Tests run in file order: each chapter is executed once by papermill (a failing cell fails its
 test, named after the chapter), then the ledger page, then ``jupyter-book build -W -n
---keep-going`` renders the executed notebooks without running them again.
+--keep-going`` renders the executed notebooks without running them again, and the built pages
+are checked for what a published book must not show.
 """
 
 import json
+import re
 
+import nbformat
 import pytest
+from bs4 import BeautifulSoup
 
-from companion.ledger import read_ledgers
+from companion.ledger import HEADLINE_KINDS, read_ledgers
 from tools import book
 
 CHAPTERS = book.chapters()
@@ -23,6 +27,10 @@ def test_chapter_executes_at_quick_scale(doc):
     assert seconds <= book.QUICK_BUDGET_S, f"{doc} took {seconds:.0f} s, over the {book.QUICK_BUDGET_S:.0f} s budget"
     ledger = json.loads((book.build_dir() / "ledger" / f"{book.slug(doc)}.json").read_text())
     assert ledger["scale"] == "quick" and ledger["claims"], f"{doc} recorded no claim"
+    counted = [c for c in ledger["claims"] if c["kind"] in HEADLINE_KINDS and not c["post_hoc"]]
+    assert len(counted) >= 3, f"{doc}: {len(counted)} pre-registered paper/mechanism claims, the contract asks for 3"
+    problems = book.output_problems(nbformat.read(book.executed_path(doc), as_version=4))
+    assert not problems, f"{doc}: " + "; ".join(problems)
 
 
 def test_ledger_page_executes_after_the_chapters():
@@ -33,18 +41,63 @@ def test_ledger_page_executes_after_the_chapters():
     assert {led["chapter"] for led in read_ledgers(book.build_dir() / "ledger")} >= set(map(book.slug, CHAPTERS))
 
 
-def test_book_builds_with_warnings_as_errors():
+@pytest.fixture(scope="module")
+def html():
     if not book.executed_path(book.LEDGER_DOC).exists():
         pytest.fail("run the whole file: the ledger page has not been executed")
-    html = book.html(strict=True)
+    return book.html(strict=True)
+
+
+def _page(html, doc) -> BeautifulSoup:
+    return BeautifulSoup((html / f"{doc}.html").read_text(), "html.parser")
+
+
+def test_book_builds_with_warnings_as_errors(html):
     intro = (html / "book" / "intro.html").read_text()
-    assert "ICML 2025, Reproduced" in intro and "Using a chapter in a course" in intro
-    ledger_page = (html / "book" / "ledger.html").read_text()
+    assert "ICML 2025, Reproduced" in intro and "Using this book in a course" in intro
+    ledger_page = _page(html, book.LEDGER_DOC)
+    links = {a["href"].split("#")[0] for a in ledger_page.select("article a.reference.internal")}
     for led in read_ledgers(book.build_dir() / "ledger"):
         for claim in led["claims"]:
-            assert claim["id"] in ledger_page, f"claim {claim['id']} is missing from the ledger page"
+            assert claim["id"] in ledger_page.text, f"claim {claim['id']} is missing from the ledger page"
     for doc in CHAPTERS:
+        assert any(link.endswith(f"{book.slug(doc)}.html") for link in links), f"the ledger page does not link {doc}"
         page = (html / f"{doc}.html").read_text()
         assert "colab-badge.svg" in page, f"{doc}: no Colab badge"
-        assert "<img" in page, f"{doc}: no figure"
         assert 'class="pasted-text"' in page, f"{doc}: no glued number in the prose"
+        assert "Verdict:" in page, f"{doc}: no verdict box"
+
+
+@pytest.mark.parametrize("doc", CHAPTERS, ids=book.slug)
+def test_every_figure_has_a_numbered_caption_and_alt_text(html, doc):
+    page = _page(html, doc)
+    images = [img for img in page.select("article img") if "_images/" in img.get("src", "")]
+    assert images, f"{doc}: no figure"
+    for img in images:
+        figure = img.find_parent("figure")
+        assert figure is not None and figure.find("figcaption") is not None, (
+            f"{doc}: a figure without a caption ({img['src']}): give its cell mystnb.figure.caption")
+        assert "Fig." in figure.find("figcaption").text
+        alt = img.get("alt", "")
+        assert len(alt) > 20 and not re.fullmatch(r"[0-9a-f]{20,}\.png", alt), f"{doc}: no real alt text: {alt!r}"
+
+
+def test_pages_have_distinct_titles(html):
+    titles = {}
+    for path in html.rglob("*.html"):
+        if path.name in ("genindex.html", "search.html", "index.html") or "_static" in path.parts:
+            continue
+        title = BeautifulSoup(path.read_text(), "html.parser").title.text.strip()
+        titles.setdefault(title, []).append(path.relative_to(html))
+    shared = {t: p for t, p in titles.items() if len(p) > 1}
+    assert not shared, f"pages sharing a title: {shared}"
+
+
+@pytest.mark.parametrize("doc", CHAPTERS, ids=book.slug)
+def test_equation_numbers_match_what_the_checkers_cite(html, doc):
+    page = _page(html, doc)
+    printed = {}
+    for div in page.select("div.math[id^=equation-]"):
+        number = div.select_one("span.eqno")
+        printed[div["id"].removeprefix("equation-")] = int(number.text.strip("()#"))
+    assert printed == book.equation_numbers(doc)

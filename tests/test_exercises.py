@@ -10,9 +10,9 @@ from companion.exercises import best_of_n as ex
 
 def test_report_needs_a_check_to_pass():
     report = Report("x")
-    assert not report.passed  # nothing checked is not a pass
+    assert not report.passed and repr(report) == "0"  # nothing checked is not a pass
     report.check(True, "")
-    assert report.passed and "correct" in str(report)
+    assert report.passed and "correct" in str(report) and repr(report) == "1"
     report.check(False, "wrong sign")
     assert not report.passed and "wrong sign" in report._repr_markdown_()
 
@@ -69,11 +69,40 @@ def test_pmf_checker_accepts_the_package_and_names_mistakes():
 def test_win_rate_checker():
     probs, rewards = bon.uniform(100)
     n = next(k for k in range(1, 10_000) if bon.win_rate(probs, rewards, k) >= 0.99)
-    good = dict(kl_true=bon.kl_best_of_n(probs, rewards, n), kl_formula=float(bon.kl_formula(n)),
+    good = dict(n=n, kl_true=bon.kl_best_of_n(probs, rewards, n), kl_formula=float(bon.kl_formula(n)),
                 kl_rewind=float(np.log(50)))
-    assert ex.check_win_rate_budget(n, **good).passed
-    assert "n/(n+1)" in str(ex.check_win_rate_budget(99, **good))
-    assert "not the smallest" in str(ex.check_win_rate_budget(n + 1, **good))
-    formula_as_truth = {**good, "kl_true": good["kl_formula"]}
-    assert "formula's value" in str(ex.check_win_rate_budget(n, **formula_as_truth))
-    assert not ex.check_win_rate_budget(n, **{**good, "kl_rewind": float(np.log(100))}).passed
+
+    def answer(**change):
+        return lambda: {**good, **change}
+
+    assert ex.check_win_rate_budget(answer()).passed
+    assert "n/(n+1)" in str(ex.check_win_rate_budget(answer(n=99)))
+    assert "not the smallest" in str(ex.check_win_rate_budget(answer(n=n + 1)))
+    assert "formula's value" in str(ex.check_win_rate_budget(answer(kl_true=good["kl_formula"])))
+    assert not ex.check_win_rate_budget(answer(kl_rewind=float(np.log(100)))).passed
+    assert "must return a dict" in str(ex.check_win_rate_budget(lambda: n))
+
+
+@pytest.mark.parametrize("checker", [ex.check_estimator, ex.check_pmf, ex.check_win_rate_budget])
+def test_a_stub_is_reported_as_not_done_and_scores_zero(checker):
+    def stub(*args):
+        raise NotImplementedError()
+
+    report = checker(stub)
+    assert report.not_done and not report.passed and repr(report) == "0"
+    assert "not done yet" in report._repr_markdown_() and "NotImplementedError" in str(report)
+
+
+def test_a_passing_report_scores_its_points_for_nbgrader():
+    report = ex.check_estimator(bon.kl_estimator)
+    assert report.passed and repr(report) == "2" and "2 of 2 points" in str(report)
+
+
+def test_checkers_cite_the_printed_equation_numbers():
+    from companion.exercises import eq
+
+    assert eq("bon-pmf-ties") == "eq. (3)"
+    with pytest.raises(ValueError, match="^label"):
+        eq("no-such-equation")
+    report = ex.check_pmf(lambda probs, rewards, n: np.asarray(probs) * 0 + 0.5)
+    assert "eq. (" in str(report) and "bon-" not in str(report)

@@ -2,8 +2,12 @@ import json
 
 import numpy as np
 import pytest
+from markdown_it import MarkdownIt
 
-from companion.ledger import Ledger, build_dir, ledger_markdown, read_ledgers, summary_markdown
+from companion.ledger import (CheckFailed, Ledger, build_dir, claims_table, headline_counts, ledger_markdown,
+                              md_escape, read_ledgers, summary_markdown)
+
+POST = dict(kind="paper", statement="s", paper="p", criterion="holds if x", post_hoc=False)
 
 
 @pytest.fixture
@@ -12,23 +16,38 @@ def ledger(tmp_path):
 
 
 def test_record_writes_the_json_of_book_md(ledger):
-    ledger.record("kl-bound", statement="KL is bounded", paper="KL <= 1", measured=np.float64(0.5),
-                  holds=np.bool_(True), note="exact")
-    ledger.record("win-rate", statement="wins", paper="0.9", measured="n/a here", holds=False)
+    ledger.preregister("kl-bound", kind="paper", statement="KL is bounded", paper="KL <= 1",
+                       criterion="holds if KL <= 1")
+    ledger.record("kl-bound", measured=np.float64(0.5), holds=np.bool_(True), note="exact")
+    ledger.record("win-rate", measured="n/a here", holds=False, kind="mechanism", statement="wins",
+                  paper="0.9", criterion="holds if >= 0.9", post_hoc=True)
     data = json.loads(ledger.path.read_text())
     assert data == {"chapter": "toy-chapter", "scale": "quick", "seed": 0, "claims": [
-        {"id": "kl-bound", "statement": "KL is bounded", "paper": "KL <= 1", "measured": 0.5,
-         "holds": True, "note": "exact"},
-        {"id": "win-rate", "statement": "wins", "paper": "0.9", "measured": "n/a here",
-         "holds": False, "note": ""}]}
+        {"id": "kl-bound", "kind": "paper", "post_hoc": False, "statement": "KL is bounded", "paper": "KL <= 1",
+         "measured": 0.5, "criterion": "holds if KL <= 1", "holds": True, "note": "exact"},
+        {"id": "win-rate", "kind": "mechanism", "post_hoc": True, "statement": "wins", "paper": "0.9",
+         "measured": "n/a here", "criterion": "holds if >= 0.9", "holds": False, "note": ""}]}
     assert type(data["claims"][0]["measured"]) is float
 
 
-def test_read_ledgers_and_table(ledger):
-    ledger.record("a-claim", statement="x | y", paper="1", measured=2, holds=False)
-    (ledgers,) = read_ledgers(ledger.path.parent)
-    table = ledger_markdown([ledgers])
-    assert "x \\| y" in table and "**no**" in table and "toy-chapter (quick)" in table
+@pytest.mark.parametrize("missing", ["kind", "statement", "paper", "criterion", "post_hoc"])
+def test_an_unregistered_claim_needs_kind_criterion_and_post_hoc(ledger, missing):
+    given = {k: v for k, v in POST.items() if k != missing}
+    with pytest.raises(ValueError, match=f"^{missing}: claim 'c' was not pre-registered"):
+        ledger.record("c", measured=1, holds=True, **given)
+
+
+def test_a_registered_claim_cannot_change_its_criterion_after_the_run(ledger):
+    ledger.preregister("c", kind="paper", statement="s", paper="p", criterion="holds if <= 1")
+    with pytest.raises(ValueError, match="^criterion: claim 'c' was pre-registered"):
+        ledger.record("c", measured=2, holds=True, criterion="holds if <= 3")
+    with pytest.raises(ValueError, match="^kind"):
+        ledger.record("c", measured=2, holds=True, kind="check")
+    with pytest.raises(ValueError, match="^id: claim 'c' is already pre-registered"):
+        ledger.preregister("c", kind="paper", statement="s", paper="p", criterion="again")
+    assert ledger.pending == ["c"]
+    with pytest.raises(ValueError, match="pre-registered claims never recorded"):
+        ledger.verdict_markdown()
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -39,24 +58,85 @@ def test_read_ledgers_and_table(ledger):
     ({"measured": "x" * 200}, "^measured"),
     ({"holds": "yes"}, "^holds"),
     ({"statement": ""}, "^statement"),
+    ({"kind": "theorem"}, "^kind"),
+    ({"criterion": " "}, "^criterion"),
+    ({"post_hoc": "no"}, "^post_hoc"),
 ])
 def test_bad_claims_are_refused(ledger, kwargs, match):
-    claim = dict(id="ok-id", statement="s", paper="p", measured=1.0, holds=True)
+    claim = dict(id="ok-id", measured=1.0, holds=True, **POST)
     claim.update(kwargs)
     with pytest.raises(ValueError, match=match):
         ledger.record(claim.pop("id"), **claim)
 
 
-def test_duplicate_ids_and_bad_ledger_arguments(ledger, tmp_path):
-    ledger.record("once", statement="s", paper="p", measured=1, holds=True)
+def test_a_failing_check_is_written_then_raised(ledger):
+    ledger.record("kernel", measured=1e-6, holds=True, kind="check", statement="kernel = reference",
+                  paper="(ours)", criterion="holds if max error <= 1e-5", post_hoc=False)
+    with pytest.raises(CheckFailed, match="check 'broken' failed"):
+        ledger.record("broken", measured=0.3, holds=False, kind="check", statement="kernel = reference",
+                      paper="(ours)", criterion="holds if max error <= 1e-5", post_hoc=False)
+    assert [c["id"] for c in json.loads(ledger.path.read_text())["claims"]] == ["kernel", "broken"]
+
+
+def test_paper_claims_are_never_asserted(ledger):
+    claim = ledger.record("fails", measured=0.1, holds=False, **POST)
+    assert not claim.holds and not ledger["fails"].holds
+
+
+def test_duplicate_ids_and_bad_ledger_arguments(ledger):
+    ledger.record("once", measured=1, holds=True, **POST)
     with pytest.raises(ValueError, match="^id: claim 'once' is already"):
-        ledger.record("once", statement="s", paper="p", measured=1, holds=True)
+        ledger.record("once", measured=1, holds=True, **POST)
     with pytest.raises(ValueError, match="^chapter"):
         Ledger("Best of N", scale="quick", seed=0)
     with pytest.raises(ValueError, match="^scale"):
         Ledger("x", scale="huge", seed=0)
     with pytest.raises(ValueError, match="^seed"):
         Ledger("x", scale="quick", seed=1.5)
+    with pytest.raises(KeyError, match="unknown"):
+        ledger["never"]
+
+
+def _table_rows(markdown: str) -> list[list[str]]:
+    """Parse Markdown with a real parser and return the text of every body row's cells."""
+    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
+    rows, row = [], None
+    for tok in tokens:
+        if tok.type == "tr_open":
+            row = []
+        elif tok.type == "inline" and row is not None:
+            row.append(tok.content)
+        elif tok.type == "tr_close":
+            rows.append(row)
+            row = None
+    return rows[1:]  # without the header
+
+
+def test_a_statement_with_pipes_and_stars_renders_as_one_row(ledger):
+    ledger.record("pipes", measured=1, holds=False, kind="paper", statement="cost O(|E|) with p* = a_b * c",
+                  paper="O(|V| + |E|)", criterion="holds if *x* | y", post_hoc=False)
+    rows = _table_rows(claims_table(ledger.claims))
+    assert len(rows) == 1 and len(rows[0]) == 6, rows
+    assert rows[0][0] == "✗"
+    html = MarkdownIt("commonmark").enable("table").render(claims_table(ledger.claims))
+    assert "<em>" not in html and "O(|E|)" in html and "p* = a_b * c" in html
+    assert md_escape("a|b*c_d$e") == "a\\|b\\*c\\_d\\$e"
+
+
+def test_verdict_box_counts_the_papers_claims_and_lists_the_rest_apart(ledger):
+    ledger.preregister("a", kind="paper", statement="A holds", paper="p", criterion="c")
+    ledger.preregister("b", kind="mechanism", statement="B | explains", paper="p", criterion="c")
+    ledger.record("a", measured=1, holds=True)
+    ledger.record("b", measured=1, holds=False)
+    ledger.record("k", measured=0, holds=True, kind="check", statement="kernel", paper="-", criterion="c",
+                  post_hoc=False)
+    ledger.record("z", measured=0, holds=True, kind="paper", statement="late", paper="-", criterion="c",
+                  post_hoc=True)
+    box = ledger.verdict_markdown()
+    assert box.startswith(":::{admonition} Verdict: 1 of 2 of the paper's claims hold at quick scale")
+    assert "- ✓ A holds (paper)" in box and "- ✗ B \\| explains (mechanism)" in box
+    assert "1 check (1 hold), 1 post-hoc claim (1 hold)" in box and "{ref}`the claims <toy-chapter-claims>`" in box
+    assert ledger.say("w", "b", yes="explains", no="does not explain") is None  # glued, never displayed
 
 
 def test_build_dir_follows_the_environment(monkeypatch, tmp_path):
@@ -68,25 +148,48 @@ def test_build_dir_follows_the_environment(monkeypatch, tmp_path):
     assert build_dir() == tmp_path / "_build"  # no repository above: next to the notebook
 
 
-def test_glue_takes_plain_numbers_only():
-    from companion.book import glue
+def test_glue_takes_plain_numbers_and_words_only():
+    from companion.book import glue, glue_choice, glue_text
 
     with pytest.raises(ValueError, match="^value"):
         glue("x", "0.5")
+    with pytest.raises(ValueError, match="^value"):
+        glue("x", True)
+    with pytest.raises(ValueError, match="^text"):
+        glue_text("x", "")
+    with pytest.raises(ValueError, match="^condition"):
+        glue_choice("x", 1.0, "beats", "does not beat")
     glue("x", np.float64(0.5))  # outside a notebook myst-nb glues into nothing; it must not fail
+    assert glue_choice("x", np.bool_(False), "beats", "does not beat") is None
 
 
-def test_read_ledgers_follows_the_reading_order(tmp_path):
+def test_read_ledgers_follows_the_reading_order_and_refuses_old_files(tmp_path):
     for slug in ("zeta", "alpha", "mid"):
         Ledger(slug, scale="quick", seed=0, path=tmp_path / f"{slug}.json").record(
-            "c", statement="s", paper="p", measured=1, holds=True)
+            "c", measured=1, holds=True, **POST)
     order = [led["chapter"] for led in read_ledgers(tmp_path, order=["mid", "zeta"])]
     assert order == ["mid", "zeta", "alpha"]
+    (tmp_path / "old.json").write_text(json.dumps({"chapter": "old", "scale": "quick", "seed": 0, "claims": [
+        {"id": "c", "statement": "s", "paper": "p", "measured": 1, "holds": True, "note": ""}]}))
+    with pytest.raises(ValueError, match="old.json: claim 'c' lacks"):
+        read_ledgers(tmp_path)
 
 
-def test_summary_counts_claims_per_chapter(tmp_path):
+def test_ledger_page_counts_each_kind_in_its_own_column(tmp_path):
     led = Ledger("toy", scale="quick", seed=0, path=tmp_path / "toy.json")
-    led.record("a", statement="s", paper="p", measured=1, holds=True)
-    led.record("b", statement="s", paper="p", measured=2, holds=False)
-    table = summary_markdown(read_ledgers(tmp_path))
-    assert "| toy | quick (0) | 2 | 1 | 1 |" in table and "| **all chapters** | | **2** | **1** | **1** |" in table
+    led.record("a", measured=1, holds=True, **POST)
+    led.record("b", measured=2, holds=False, **{**POST, "kind": "mechanism"})
+    led.record("c", measured=2, holds=True, **{**POST, "kind": "control"})
+    led.record("d", measured=2, holds=True, **{**POST, "post_hoc": True})
+    led.record("e", measured=0, holds=True, **{**POST, "kind": "check"})
+    (data,) = read_ledgers(tmp_path)
+    assert headline_counts(data) == {"paper": (1, 2), "check": (1, 1), "control": (1, 1), "post_hoc": (1, 1)}
+    table = summary_markdown([data], {"toy": "A toy | chapter"})
+    assert "| {ref}`A toy \\| chapter <toy-claims>` (quick) | 1 of 2 | 1 of 1 | 1 of 1 | 1 of 1 |" in table
+    assert "| **all chapters** | **1 of 2** |" in table
+    page = ledger_markdown([data], {"toy": "Toy"})
+    assert "**{ref}`Toy <toy-claims>`**: 1 of 2 of the paper's claims hold" in page
+    assert ":class: dropdown" not in page  # no notes, no dropdown
+    led2 = Ledger("toy2", scale="quick", seed=0, path=tmp_path / "toy2.json")
+    led2.record("a", measured=1, holds=True, note="measured | somehow", **POST)
+    assert ":class: dropdown" in ledger_markdown(read_ledgers(tmp_path))

@@ -3,7 +3,10 @@
     python -m tools.book execute [DOC ...]   # papermill, quick scale, into _build/executed/
     python -m tools.book html [--strict]     # stage the executed notebooks, jupyter-book build
     python -m tools.book all [--strict]      # every chapter, then the ledger page, then the HTML
-    python -m tools.book notebooks           # regenerate notebooks/<slug>.ipynb (what Colab opens)
+    python -m tools.book notebooks           # regenerate notebooks/ (reader's and student's) and the
+                                             # equation numbers the exercise checkers cite
+    python -m tools.book nbgrader DIR        # an nbgrader course source: DIR/source/<slug>/<slug>.ipynb
+    python -m tools.book full DOC [DOC ...]  # run chapters at full scale; commit book/results/<slug>-full.json
 
 ``_toc.yml`` is the single list of pages. A page is a *notebook* when its Markdown file
 carries a jupytext header; notebooks are executed by papermill with the parameters
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +33,8 @@ import jupytext
 import nbformat
 import papermill
 
-from companion.book import toc_files
+from companion.book import EXECUTING_ENV, toc_files
+from tools import versions
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER_DOC = "book/ledger"
@@ -67,16 +72,50 @@ def colab_notebook(doc: str) -> Path:
     return ROOT / "notebooks" / f"{slug(doc)}.ipynb"
 
 
+def student_notebook(doc: str) -> Path:
+    return ROOT / "notebooks" / "student" / f"{slug(doc)}.ipynb"
+
+
+EQUATIONS = ROOT / "companion" / "exercises" / "equations.json"
+_MATH_LABEL = re.compile(r"^```\{math\}\s*\n:label:\s*(\S+)", re.M)
+
+
+def source_notebook(doc: str):
+    """The chapter's notebook as written in ``book/`` (solutions between nbgrader's delimiters)."""
+    return jupytext.read(ROOT / f"{doc}.md")
+
+
+def equation_numbers(doc: str) -> dict[str, int]:
+    """``{label: printed number}`` of the chapter's numbered equations (Sphinx numbers them per page,
+    in order of appearance)."""
+    labels = _MATH_LABEL.findall((ROOT / f"{doc}.md").read_text())
+    return {label: i for i, label in enumerate(labels, start=1)}
+
+
 def sync_notebooks() -> list[Path]:
-    """Write ``notebooks/<slug>.ipynb`` for every chapter from its Markdown source, without outputs."""
+    """Write, for every chapter, the reader's notebook ``notebooks/<slug>.ipynb`` (what Colab opens)
+    and the student's ``notebooks/student/<slug>.ipynb``, without outputs; and the equation numbers
+    the checkers cite (``companion/exercises/equations.json``)."""
     written = []
     for doc in chapters():
-        nb = jupytext.read(ROOT / f"{doc}.md")
-        nb.metadata.pop("jupytext", None)
-        for i, cell in enumerate(nb.cells):  # stable ids: regenerating changes nothing
-            cell.id = f"cell-{i}"
-        jupytext.write(nb, colab_notebook(doc), fmt="ipynb")
-        written.append(colab_notebook(doc))
+        nb = source_notebook(doc)
+        for version, path in ((versions.reader, colab_notebook(doc)), (versions.student, student_notebook(doc))):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            jupytext.write(versions.clean(version(nb, slug(doc))), path, fmt="ipynb")
+            written.append(path)
+    EQUATIONS.write_text(json.dumps({slug(d): equation_numbers(d) for d in chapters()}, indent=1) + "\n")
+    written.append(EQUATIONS)
+    return written
+
+
+def write_nbgrader_source(folder: Path) -> list[Path]:
+    """An nbgrader course's ``source/<slug>/<slug>.ipynb`` for every chapter (solutions delimited)."""
+    written = []
+    for doc in chapters():
+        path = Path(folder) / "source" / slug(doc) / f"{slug(doc)}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        jupytext.write(versions.clean(versions.nbgrader_source(source_notebook(doc), slug(doc))), path, fmt="ipynb")
+        written.append(path)
     return written
 
 
@@ -96,9 +135,11 @@ def execute(doc: str, *, scale: str = "quick", seed: int = 0) -> float:
     out = executed_path(doc)
     out.parent.mkdir(parents=True, exist_ok=True)
     source = out.with_suffix(".source.ipynb")
-    jupytext.write(jupytext.read(ROOT / f"{doc}.md"), source)
-    env_before = os.environ.get("BOOK_BUILD_DIR")
+    nb = source_notebook(doc)
+    jupytext.write(versions.reader(nb, slug(doc)) if doc != LEDGER_DOC else nb, source)
+    env_before = {k: os.environ.get(k) for k in ("BOOK_BUILD_DIR", EXECUTING_ENV)}
     os.environ["BOOK_BUILD_DIR"] = str(build_dir())  # the kernel inherits it: ledgers land here
+    os.environ[EXECUTING_ENV] = "1"  # progress bars print one summary line instead of a bar
     start = time.perf_counter()
     try:
         papermill.execute_notebook(
@@ -107,8 +148,11 @@ def execute(doc: str, *, scale: str = "quick", seed: int = 0) -> float:
         )
     finally:
         seconds = time.perf_counter() - start
-        if env_before is None:
-            os.environ.pop("BOOK_BUILD_DIR")
+        for key, value in env_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         source.unlink(missing_ok=True)
     nb = nbformat.read(out, as_version=4)
     for cell in nb.cells:
@@ -118,7 +162,71 @@ def execute(doc: str, *, scale: str = "quick", seed: int = 0) -> float:
     nbformat.write(nb, out)
     if doc != LEDGER_DOC:
         _record_timing(doc, seconds)
+    for problem in output_problems(nb):
+        print(f"{doc}: {problem}", file=sys.stderr)
     return seconds
+
+
+def record_full_scale(doc: str, *, seed: int = 0) -> Path:
+    """Execute ``doc`` at full scale (in ``_build/full/``, so the quick build is untouched) and
+    write its ledger, with how and where it ran, to ``book/results/<slug>-full.json``."""
+    import platform
+    import torch
+
+    quick_dir = os.environ.get("BOOK_BUILD_DIR")
+    os.environ["BOOK_BUILD_DIR"] = str(build_dir() / "full")
+    try:
+        seconds = execute(doc, scale="full", seed=seed)
+        ledger = json.loads((build_dir() / "ledger" / f"{slug(doc)}.json").read_text())
+    finally:
+        if quick_dir is None:
+            os.environ.pop("BOOK_BUILD_DIR")
+        else:
+            os.environ["BOOK_BUILD_DIR"] = quick_dir
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+    ledger["run"] = {"seconds": round(seconds, 1), "device": device, "commit": commit or "unknown"}
+    out = ROOT / "book" / "results" / f"{slug(doc)}-full.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(ledger, indent=2, ensure_ascii=False) + "\n")
+    return out
+
+
+_BAR = re.compile(r"\d+%\|[^|]*\||\d+/\d+ \[\d+:\d+")
+_PATH = re.compile(r"(/work/|/home/|/tmp/|/root/|/Users/|site-packages|[A-Z]:\\\\)")
+
+
+def output_problems(nb) -> list[str]:
+    """What a reader must not see in an executed page: stderr, progress-bar walls, machine paths,
+    errors, NaN in a table; and autograded exercises that do not score full points."""
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.get("tags", [])
+        for out in cell.get("outputs", []):
+            if out.output_type == "error":
+                problems.append(f"cell {i}: error {out.ename}")
+                continue
+            texts = [out.text] if out.output_type == "stream" else [
+                v if isinstance(v, str) else "" for k, v in out.get("data", {}).items()
+                if k.startswith("text/") and k != "text/html"]
+            if out.output_type == "stream" and out.name == "stderr":
+                problems.append(f"cell {i}: stderr output {out.text[:80]!r}")
+            for text in texts:
+                if len(_BAR.findall(text)) > 1:
+                    problems.append(f"cell {i}: progress-bar lines {text[:80]!r}")
+                if _PATH.search(text):
+                    problems.append(f"cell {i}: a machine path {_PATH.search(text).group(0)!r} in {text[:80]!r}")
+                if re.search(r"\|\s*(nan|NaN)\s*\|", text):
+                    problems.append(f"cell {i}: a NaN cell in a table")
+        if "autograde" in tags:
+            scores = [o.data.get("text/plain") for o in cell.get("outputs", []) if o.output_type == "execute_result"]
+            if scores != [f"{cell.metadata['points']:g}"]:
+                problems.append(f"cell {i}: the autograded exercise scored {scores}, not {cell.metadata['points']:g} "
+                                "points with the chapter's own solution")
+    return problems
 
 
 def stage() -> Path:
@@ -159,8 +267,9 @@ def html(*, strict: bool = True) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.book", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["execute", "html", "all", "notebooks"])
-    parser.add_argument("docs", nargs="*", help="pages to execute (default: every chapter, then the ledger)")
+    parser.add_argument("command", choices=["execute", "html", "all", "notebooks", "nbgrader", "full"])
+    parser.add_argument("docs", nargs="*", help="pages to execute (default: every chapter, then the ledger); "
+                        "for nbgrader, the course folder")
     parser.add_argument("--scale", default="quick", choices=["quick", "full"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--strict", action="store_true", help="warnings are errors (-W -n --keep-going)")
@@ -168,6 +277,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "notebooks":
         for path in sync_notebooks():
             print(f"wrote {path.relative_to(ROOT)}")
+    if args.command == "nbgrader":
+        if len(args.docs) != 1:
+            parser.error("nbgrader: give one course folder, e.g. `python -m tools.book nbgrader course`")
+        for path in write_nbgrader_source(Path(args.docs[0])):
+            print(f"wrote {path}")
+        return 0
+    if args.command == "full":
+        for doc in args.docs or chapters():
+            print(f"wrote {record_full_scale(doc, seed=args.seed).relative_to(ROOT)}", flush=True)
+        return 0
     if args.command in ("execute", "all"):
         for doc in args.docs or [*chapters(), LEDGER_DOC]:
             seconds = execute(doc, scale=args.scale, seed=args.seed)

@@ -1,11 +1,11 @@
 """Checkers for the exercises of the chapter *Best-of-n: what KL divergence does it really buy?*
 
-* :func:`check_estimator` -- exercise 1, the KL estimator of eq. (bon-estimator);
-* :func:`check_pmf` -- exercise 2, the best-of-n pmf with random tie-breaking, eq. (bon-pmf-ties);
-* :func:`check_win_rate_budget` -- exercise 3, the smallest n reaching a target win rate.
+* :func:`check_estimator` -- exercise 1, the KL estimator (label ``bon-estimator``), 2 points;
+* :func:`check_pmf` -- exercise 2, the best-of-n pmf with random tie-breaking (``bon-pmf-ties``), 2 points;
+* :func:`check_win_rate_budget` -- exercise 3, the smallest n reaching a target win rate, 1 point.
 
 Each compares the student's answer with :mod:`companion.best_of_n` on cases built to expose
-one mistake each, and explains the mistake it finds.
+one mistake each, and explains the mistake it finds, citing the equation as the page numbers it.
 """
 
 from __future__ import annotations
@@ -15,23 +15,26 @@ from collections.abc import Callable
 import numpy as np
 
 from companion import best_of_n as bon
-from companion.exercises import Report
+from companion.exercises import Report, eq
 
 __all__ = ["check_estimator", "check_pmf", "check_win_rate_budget"]
 
 
 def _call(report: Report, fn: Callable, *args, what: str):
-    """Call the student's function; a raised exception becomes the report's problem."""
+    """The student's ``fn(*args)`` as a float array, or ``None`` (the report says why)."""
+    got = report.call(fn, *args, what=what)
+    if got is None:
+        return None
     try:
-        return np.asarray(fn(*args), dtype=float)
-    except Exception as err:  # the student's code may raise anything
-        report.check(False, f"raised {type(err).__name__}: {err} ({what})")
+        return np.asarray(got, dtype=float)
+    except (TypeError, ValueError):
+        report.check(False, f"returned {type(got).__name__}, not an array of numbers ({what})")
         return None
 
 
 def check_estimator(kl_hat: Callable) -> Report:
     """Check ``kl_hat(eps, n)``, eq. (bon-estimator), vectorised over ``eps``."""
-    report = Report("Exercise 1 (the estimator)")
+    report = Report("Exercise 1 (the estimator)", points=2)
     eps = np.array([1e-3, 0.01, 0.1, 0.3, 0.5, 0.9, 0.999])
     for n in (2, 10, 1000):
         got = _call(report, kl_hat, eps, n, what=f"eps an array of {eps.size}, n = {n}")
@@ -49,7 +52,7 @@ def check_estimator(kl_hat: Callable) -> Report:
                 hint = " It is negative, and a KL divergence never is."
             elif got[i] > bon.kl_formula(n) + 1e-9:
                 hint = " It exceeds log n - (n-1)/n, which the estimator never does: check the signs of the two terms."
-            report.check(False, f"at eps = {eps[i]}, n = {n} you return {got[i]:.6g}, eq. (bon-estimator) gives "
+            report.check(False, f"at eps = {eps[i]}, n = {n} you return {got[i]:.6g}, {eq('bon-estimator')} gives "
                                 f"{want[i]:.6g}.{hint}")
             return report
         report.check(True, "")
@@ -93,7 +96,7 @@ def _pmf_diagnosis(name: str, probs, rewards, got, want) -> str:
     if tied and abs(total - 1) > 1e-6:
         return (f"{name}: your pmf sums to {total:.4g}, not 1. With tied rewards the no-tie formula gives every "
                 "answer of a tied level the whole level's probability; split P_n(level) among the level's answers "
-                "in proportion to pi (eq. (bon-pmf-ties)).")
+                f"in proportion to pi ({eq('bon-pmf-ties')}).")
     if tied:
         return (f"{name}: the pmf sums to 1 but splits a tied level wrongly (got {np.round(got, 4)}, expected "
                 f"{np.round(want, 4)}). With random tie-breaking the winner inside a level is distributed like pi "
@@ -105,12 +108,12 @@ def _pmf_diagnosis(name: str, probs, rewards, got, want) -> str:
                 f"{np.round(want, 4)}). F(y) sums pi over answers with reward <= r(y), not over earlier indices.")
     if abs(total - 1) > 1e-6:
         return f"{name}: the pmf sums to {total:.10g}; F^n - (F^-)^n loses digits for large n: work in log space."
-    return f"{name}: got {np.round(got, 4)}, expected {np.round(want, 4)} (eq. (bon-pmf))."
+    return f"{name}: got {np.round(got, 4)}, expected {np.round(want, 4)} ({eq('bon-pmf')})."
 
 
 def check_pmf(pmf: Callable) -> Report:
     """Check ``pmf(probs, rewards, n)``: best-of-n with ties broken uniformly at random."""
-    report = Report("Exercise 2 (ties)")
+    report = Report("Exercise 2 (ties)", points=2)
     for name, probs, rewards, n in _pmf_cases():
         before = probs.copy()
         got = _call(report, pmf, probs, rewards, n, what=name)
@@ -132,15 +135,29 @@ def check_pmf(pmf: Callable) -> Report:
     return report
 
 
-def check_win_rate_budget(n: int, kl_true: float, kl_formula: float, kl_rewind: float | None = None, *,
-                          L: int = 100, target: float = 0.99) -> Report:
-    """Check the answers of exercise 3 for a uniform reference over ``L`` answers with distinct rewards.
+def check_win_rate_budget(budget: Callable, *, L: int = 100, target: float = 0.99) -> Report:
+    """Check exercise 3 for a uniform reference over ``L`` answers with distinct rewards.
 
-    ``n``: the smallest n whose win rate (ties count half) reaches ``target``; ``kl_true`` its
-    exact KL; ``kl_formula`` what log n - (n-1)/n reports; ``kl_rewind`` (optional) the KL of
-    rewind-and-repeat at the same win rate in the continuous limit.
+    ``budget()`` returns a dict: ``n``, the smallest n whose win rate (ties count half) reaches
+    ``target``; ``kl_true``, its exact KL; ``kl_formula``, what log n - (n-1)/n reports; and
+    ``kl_rewind``, the KL of rewind-and-repeat at the same win rate in the continuous limit.
     """
-    report = Report("Exercise 3 (a win-rate budget)")
+    report = Report("Exercise 3 (a win-rate budget)", points=1)
+    answer = report.call(budget, what="budget()")
+    if answer is None:
+        return report
+    keys = {"n", "kl_true", "kl_formula", "kl_rewind"}
+    if not report.check(isinstance(answer, dict) and keys <= set(answer),
+                        f"budget() must return a dict with the keys {sorted(keys)}; got {answer!r:.80}"):
+        return report
+    try:
+        n, kl_true, kl_formula, kl_rewind = (int(answer["n"]), float(answer["kl_true"]),
+                                             float(answer["kl_formula"]), float(answer["kl_rewind"]))
+    except (TypeError, ValueError) as err:
+        report.check(False, f"the answers must be numbers ({err})")
+        return report
+    if not report.check(n >= 1, f"n must be a positive integer, got {n}"):
+        return report
     probs, rewards = bon.uniform(L)
     best = 1
     while bon.win_rate(probs, rewards, best) < target:
@@ -150,7 +167,7 @@ def check_win_rate_budget(n: int, kl_true: float, kl_formula: float, kl_rewind: 
         report.check(False, f"n = {n} solves n/(n+1) >= {target}, but n/(n+1) is the win rate of a reference "
                             f"without atoms. With {L} equally likely answers the best-of-n answer often ties with "
                             f"the reference's answer, and a tie counts half: W_{n} = "
-                            f"{bon.win_rate(probs, rewards, n):.5f}. Compute the exact win rate (eq. (bon-winrate)).")
+                            f"{bon.win_rate(probs, rewards, n):.5f}. Compute the exact win rate ({eq('bon-winrate')}).")
     elif n < best:
         report.check(False, f"at n = {n} the win rate is {bon.win_rate(probs, rewards, n):.5f} < {target}.")
     elif n > best:
@@ -161,16 +178,15 @@ def check_win_rate_budget(n: int, kl_true: float, kl_formula: float, kl_rewind: 
     # The KL answers are judged at the student's own n, so one mistake is not counted twice.
     true_kl, formula_kl = bon.kl_best_of_n(probs, rewards, n), float(bon.kl_formula(n))
     if abs(kl_true - formula_kl) < 1e-6 and abs(kl_true - true_kl) > 1e-6:
-        report.check(False, "your 'true' KL is the formula's value; compute the exact KL of eq. (bon-kl).")
+        report.check(False, f"your 'true' KL is the formula's value; compute the exact KL of {eq('bon-kl')}.")
     else:
         report.check(abs(kl_true - true_kl) < 1e-4,
-                     f"the exact KL at n = {n} is not {kl_true:.4f}; recompute it with eq. (bon-kl) "
+                     f"the exact KL at n = {n} is not {kl_true:.4f}; recompute it with {eq('bon-kl')} "
                      "(it must lie below the formula and below log L).")
     report.check(abs(kl_formula - formula_kl) < 1e-4,
                  f"log n - (n-1)/n at n = {n} is not {kl_formula:.4f}.")
-    if kl_rewind is not None:
-        m = 1 / (2 * (1 - target))
-        report.check(abs(kl_rewind - np.log(m)) < 1e-4,
-                     f"rewind-and-repeat with threshold 1 - 1/m wins 1 - 1/(2m); solve for m and take log m "
-                     f"(you gave {kl_rewind:.4f}).")
+    m = 1 / (2 * (1 - target))
+    report.check(abs(kl_rewind - np.log(m)) < 1e-4,
+                 f"rewind-and-repeat with threshold 1 - 1/m wins 1 - 1/(2m); solve for m and take log m "
+                 f"(you gave {kl_rewind:.4f}).")
     return report
