@@ -25,7 +25,7 @@ def model():
 def test_data_is_seeded_and_answers_follow_the_rule():
     a, b = hybrid_recall(4, seed=3), hybrid_recall(4, seed=3)
     assert torch.equal(a.prompt, b.prompt) and torch.equal(a.stream, b.stream)
-    assert a.prompt.shape == (4, 128) and a.stream.shape == (4, 24)
+    assert a.prompt.shape == (4, 256) and a.stream.shape == (4, 24) and a.demo_pos.shape == (4, 5)
     for i in range(4):
         p = int(a.prompt[i, a.passkey_pos[i]]) - VOCAB.digit0
         assert a.prompt[i, a.passkey_pos[i] - 1] == VOCAB.passkey and 0 <= p < VOCAB.n_digits

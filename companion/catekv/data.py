@@ -9,10 +9,12 @@ Every answer needs two things from far back in the prompt:
 
 The answer is ``a = (v + p) mod N_VALUES``. One prompt is::
 
-    BOS  body (fillers, n_pairs "v k" records, one "[PK] p" span)  [Q] k a  [Q] k a      (demos)
+    BOS  body (fillers, n_pairs "v k" records, one "[PK] p" span)  [Q] k a  ...  [Q] k a   (n_demos demos)
 
 and the decode stream that follows it is ``[Q] k_1 a_1 [Q] k_2 a_2 ...`` with keys not used by
-the demos. The answer positions (the ``k`` tokens, whose next token is ``a``) are scored.
+the demos. The answer positions (the ``k`` tokens, whose next token is ``a``) are scored. With the
+default five demos, the last 16 prompt tokens (CateKV's observation window) are questions of the
+same kind as the decode stream, as at the end of a long-context benchmark prompt.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class RecallBatch:
     """``prompt`` [N, P]; ``stream`` [N, 3T] (fed token by token after the prompt);
     ``answer_pos`` [N, T] (index into ``stream`` of each queried key, whose next token is the answer);
     ``answers`` [N, T] (value-token ids); ``passkey_pos`` [N] (position of the digit in the prompt);
-    ``demo_pos`` [N, 2] (prompt positions of the demo keys, also scored in training)."""
+    ``demo_pos`` [N, n_demos] (prompt positions of the demo keys, also scored in training)."""
 
     prompt: torch.Tensor
     stream: torch.Tensor
@@ -80,8 +82,18 @@ class RecallBatch:
     def full_sequence(self) -> torch.Tensor:
         return torch.cat([self.prompt, self.stream], dim=1)
 
+    def to(self, device) -> "RecallBatch":
+        """The same batch with every tensor on ``device``."""
+        return RecallBatch(*(getattr(self, f).to(device) for f in
+                             ("prompt", "stream", "answer_pos", "answers", "passkey_pos", "demo_pos")))
 
-def hybrid_recall(n: int, prompt_len: int = 128, n_pairs: int = 12, n_queries: int = 8, n_demos: int = 2,
+    def __getitem__(self, rows) -> "RecallBatch":
+        """The examples ``rows`` (a slice or index tensor) of the batch."""
+        return RecallBatch(*(getattr(self, f)[rows] for f in
+                             ("prompt", "stream", "answer_pos", "answers", "passkey_pos", "demo_pos")))
+
+
+def hybrid_recall(n: int, prompt_len: int = 256, n_pairs: int = 16, n_queries: int = 8, n_demos: int = 5,
                   seed: int = 0, passkey_range: tuple[float, float] = (0.05, 0.75)) -> RecallBatch:
     """``n`` seeded examples of the task (see the module docstring).
 

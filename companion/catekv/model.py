@@ -4,9 +4,10 @@ Pre-norm RMSNorm, rotary position embeddings (RoPE), SwiGLU MLP, tied embeddings
 attention (``q_heads`` a multiple of ``kv_heads``). The input of position t is the embedding of its token
 plus a second embedding of the token before it (a "token shift", as in RWKV, or the smeared keys of
 induction-head studies): a record ``v k`` then carries its value at the key's position, and a single
-attention head can retrieve it, which makes the model learn the task in minutes on a CPU. Keys are cached *after* RoPE, so a cache may hold
-any subset of positions in any order (eq. :math:numref:`catekv-decode`): that is what lets CateKV
-gather the critical chunks of a consistent head.
+attention head can retrieve it, which makes the model learn the task in minutes on a CPU. Keys are
+cached *after* RoPE, so a cache may hold any subset of positions in any order
+(eq. :math:numref:`catekv-decode`): that is what lets CateKV gather the critical chunks of a
+consistent head. Every tensor is created on the device of the model's inputs.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from companion.kernels.sparse_decode_attention import sparse_decode_attention
 from companion.validation import as_choice, as_positive_int
 
-__all__ = ["TinyDecoder"]
+__all__ = ["TinyDecoder", "decode_backend", "causal_attention_probs"]
 
 
 def rope_tables(positions: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    inv = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    inv = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=positions.device) / head_dim)
     ang = positions.float()[:, None] * inv[None]
     return ang.cos(), ang.sin()
 
@@ -101,12 +103,12 @@ class TinyDecoder(nn.Module):
         """Full causal attention over ``tokens`` [B, T] (training); logits [B, T, V]."""
         return self.prefill(tokens)[0]
 
-    def prefill(self, tokens: torch.Tensor, last_q: int = 0):
-        """Process the prompt with full causal attention.
+    def hidden(self, tokens: torch.Tensor, last_q: int = 0, attention=None):
+        """The residual stream after the last block, [B, P, dim], with the per-layer caches.
 
-        Returns ``(logits [B,P,V], ks, vs, qs)``: per layer the post-RoPE keys and values
-        [B, Hkv, P, D] (what a cache stores) and, when ``last_q`` > 0, the post-RoPE queries of the
-        last ``last_q`` positions [B, Hq, W, D] (the observation window), else ``None``.
+        ``attention(layer, q, k, v)`` replaces the causal attention of every layer (``q`` [B, Hq, P, D],
+        ``k``/``v`` [B, Hkv, P, D], post-RoPE) and returns [B, Hq, P, D]: DuoAttention's gated heads
+        (:mod:`companion.catekv.duo`) use it. Returns ``(x, ks, vs, qs)`` as :meth:`prefill`.
         """
         B, P = tokens.shape
         cos, sin = rope_tables(torch.arange(P, device=tokens.device), self.head_dim, self.rope_base)
@@ -114,25 +116,44 @@ class TinyDecoder(nn.Module):
         x = x + F.pad(self.prev_embed(tokens[:, :-1]), (0, 0, 1, 0))  # position 0 has no previous token
         ks, vs, qs = [], [], []
         G = self.q_heads // self.kv_heads
-        for blk in self.blocks:
+        for layer, blk in enumerate(self.blocks):
             q, k, v = blk.qkv(x, cos, sin)
-            att = F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1), is_causal=True)
+            if attention is None:
+                att = F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1),
+                                                     is_causal=True)
+            else:
+                att = attention(layer, q, k, v)
             x = x + blk.wo(att.transpose(1, 2).reshape(B, P, -1))
             x = blk.mlp(x)
             ks.append(k)
             vs.append(v)
             qs.append(q[:, :, P - last_q:] if last_q else None)
-        return self._logits(x), ks, vs, (qs if last_q else None)
+        return x, ks, vs, (qs if last_q else None)
 
-    def decode_step(self, token: torch.Tensor, prev_token: torch.Tensor, cache, pos: int, backend: str = "torch",
-                    return_attn: bool = False):
-        """One new token per sequence (``token`` [B], after ``prev_token`` [B]) at position ``pos``: append its K/V to every head
-        of ``cache`` (a :class:`~companion.catekv.cache.HybridKVCache`), attend over what each head keeps,
-        return logits [B, V] (and, with ``return_attn``, the per-KV-head attention of each layer).
+    def prefill(self, tokens: torch.Tensor, last_q: int = 0):
+        """Process the prompt with full causal attention.
 
-        ``backend``: ``"torch"`` (per-group SDPA) or ``"triton"`` (the packed sparse decode kernel).
+        Returns ``(logits [B,P,V], ks, vs, qs)``: per layer the post-RoPE keys and values
+        [B, Hkv, P, D] (what a cache stores) and, when ``last_q`` > 0, the post-RoPE queries of the
+        last ``last_q`` positions [B, Hq, W, D] (the observation window), else ``None``.
         """
-        backend = as_choice(backend, "backend", ("torch", "triton"))
+        x, ks, vs, qs = self.hidden(tokens, last_q)
+        return self._logits(x), ks, vs, qs
+
+    def decode_step(self, token: torch.Tensor, prev_token: torch.Tensor, cache, pos: int, backend: str = "auto",
+                    return_attn: bool = False):
+        """One new token per sequence (``token`` [B], after ``prev_token`` [B]) at position ``pos``: append its
+        K/V to every head of ``cache`` (a :class:`~companion.catekv.cache.HybridKVCache`), attend over what
+        each head keeps, eq. :math:numref:`catekv-decode`, return logits [B, V] (and, with ``return_attn``,
+        the per-KV-head attention of each layer, torch path only).
+
+        ``backend``: ``"auto"`` (the Triton kernel over the packed cache on CUDA tensors, per-group torch
+        attention elsewhere), ``"triton"`` or ``"torch"``.
+        """
+        backend = as_choice(backend, "backend", ("auto", "torch", "triton"))
+        use_kernel = decode_backend(token, backend) == "triton"
+        if use_kernel and return_attn:
+            raise ValueError("return_attn: the attention weights are only available on the torch path")
         B = token.shape[0]
         cos, sin = rope_tables(torch.tensor([pos], device=token.device), self.head_dim, self.rope_base)
         x = (self.embed(token) + self.prev_embed(prev_token))[:, None]
@@ -140,9 +161,7 @@ class TinyDecoder(nn.Module):
         for layer, blk in enumerate(self.blocks):
             q, k, v = blk.qkv(x, cos, sin)  # [B, H, 1, D]
             cache.append(layer, k[:, :, 0], v[:, :, 0])
-            if backend == "triton":
-                from companion.kernels.sparse_decode_attention import sparse_decode_attention
-
+            if use_kernel:
                 kp, vp, offsets, lengths = cache.packed(layer)
                 out = sparse_decode_attention(q[:, :, 0], kp, vp, offsets, lengths, backend="triton")
             else:
@@ -155,9 +174,23 @@ class TinyDecoder(nn.Module):
         return (logits, attns) if return_attn else logits
 
 
+def decode_backend(x: torch.Tensor, backend: str) -> str:
+    """``"triton"`` or ``"torch"`` for a decode step on ``x``'s device, as the kernels choose it:
+    ``"auto"`` takes Triton where it runs (CUDA), never on CPU tensors outside the interpreter."""
+    try:
+        from companion.kernels import select_backend
+    except ImportError:  # the kernels package before it exported select_backend
+        select_backend = None
+    if select_backend is not None:
+        return select_backend(x, backend)
+    if backend == "auto":
+        return "triton" if x.device.type == "cuda" else "torch"
+    return backend
+
+
 def causal_attention_probs(q: torch.Tensor, k: torch.Tensor, q_start: int) -> torch.Tensor:
     """Softmax attention of queries ``q`` [B,H,W,D] (positions q_start..) over keys ``k`` [B,H,P,D], causal."""
     W, P = q.shape[2], k.shape[2]
     s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    mask = torch.arange(P)[None] > (q_start + torch.arange(W))[:, None]
+    mask = torch.arange(P, device=q.device)[None] > (q_start + torch.arange(W, device=q.device))[:, None]
     return s.masked_fill(mask, float("-inf")).softmax(-1)
