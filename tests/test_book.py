@@ -101,3 +101,13 @@ def test_equation_numbers_match_what_the_checkers_cite(html, doc):
         number = div.select_one("span.eqno")
         printed[div["id"].removeprefix("equation-")] = int(number.text.strip("()#"))
     assert printed == book.equation_numbers(doc)
+
+
+def test_page_furniture(html):
+    for doc in CHAPTERS:
+        text = (html / f"{doc}.html").read_text()
+        assert text.count("const THEBE_JS_URL") == 1, f"{doc}: thebe's script is injected twice"
+        assert 'rel="icon"' in text, f"{doc}: no favicon"
+        launch = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', text)
+        assert launch and all(url.endswith(f"/notebooks/{book.slug(doc)}.ipynb") for url in launch), launch
+    assert (html / "_static" / "favicon.png").exists()

@@ -251,6 +251,16 @@ def stage() -> Path:
     return site
 
 
+def _point_launch_buttons_at_the_colab_notebooks(site: Path) -> None:
+    """The theme's Colab launch button opens the page's source path (``book/<part>/<slug>.ipynb``,
+    which is not in the repository); point it at ``notebooks/<slug>.ipynb``, as the badge does."""
+    for doc in chapters():
+        page = site / f"{doc}.html"
+        if page.exists():
+            text = page.read_text()
+            page.write_text(text.replace(f"/{doc}.ipynb", f"/notebooks/{slug(doc)}.ipynb"))
+
+
 def html(*, strict: bool = True) -> Path:
     """Render ``_build/html`` from the staged, executed book (no execution)."""
     site = stage()
@@ -259,6 +269,7 @@ def html(*, strict: bool = True) -> Path:
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
     subprocess.run(cmd, check=True)
+    _point_launch_buttons_at_the_colab_notebooks(build_dir().parent / "_build" / "html")
     out = build_dir() / "html"
     if build_dir().name != "_build":  # jupyter-book always writes <path-output>/_build/html
         shutil.copytree(build_dir().parent / "_build" / "html", out, dirs_exist_ok=True)

@@ -1,0 +1,48 @@
+"""Publishing: the Pages workflow is valid, and a published chapter installs a released companion."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import companion
+from tools import book
+
+ROOT = book.ROOT
+WORKFLOW = ROOT / ".github" / "workflows" / "book.yml"
+
+
+def test_the_pages_workflow_passes_actionlint():
+    exe = shutil.which("actionlint") or str(Path(sys.executable).parent / "actionlint")
+    assert Path(exe).exists(), "actionlint is missing: it is pinned in requirements-ci.txt"
+    run = subprocess.run([exe, "-color=false", str(WORKFLOW)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_workflow_builds_as_the_build_script_does():
+    text = WORKFLOW.read_text()
+    assert "bash scripts/build.sh --strict" in text and "path: _build/html" in text
+    assert "actions/deploy-pages" in text and "branches: [main]" in text
+
+
+def test_actionlint_catches_a_broken_workflow(tmp_path):
+    exe = shutil.which("actionlint") or str(Path(sys.executable).parent / "actionlint")
+    bad = tmp_path / "bad.yml"
+    bad.write_text(WORKFLOW.read_text().replace("runs-on: ubuntu-latest", "runs-on: [", 1))
+    assert subprocess.run([exe, str(bad)], capture_output=True).returncode != 0
+
+
+def test_the_package_version_is_one_everywhere():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1) == companion.__version__
+
+
+@pytest.mark.parametrize("doc", book.chapters(), ids=book.slug)
+def test_colab_installs_the_tagged_release(doc):
+    setup = book.source_notebook(doc).cells
+    install = next(c for c in setup if c.cell_type == "code")
+    assert f'@v{companion.__version__}"' in install.source, (
+        f"{doc}: the Colab cell must install the release v{companion.__version__} (python -m tools.release)")
