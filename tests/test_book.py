@@ -82,6 +82,16 @@ def test_every_figure_has_a_numbered_caption_and_alt_text(html, doc):
         assert len(alt) > 20 and not re.fullmatch(r"[0-9a-f]{20,}\.png", alt), f"{doc}: no real alt text: {alt!r}"
 
 
+@pytest.mark.parametrize("doc", CHAPTERS + [book.LEDGER_DOC], ids=book.slug)
+def test_a_published_page_shows_no_stderr_bars_or_machine_paths(html, doc):
+    page = _page(html, doc)
+    assert not page.select("div.output.stderr"), f"{doc}: a stderr output is shown"
+    outputs = "\n".join(o.get_text() for o in page.select("div.cell_output, div.output"))
+    assert len(book._BAR.findall(outputs)) <= 1, f"{doc}: progress-bar lines in the page"
+    assert not book._PATH.search(outputs), f"{doc}: a machine path: {book._PATH.search(outputs).group(0)!r}"
+    assert not re.search(r"<td[^>]*>\s*(nan|NaN)\s*</td>", str(page)), f"{doc}: a NaN table cell"
+
+
 def test_pages_have_distinct_titles(html):
     titles = {}
     for path in html.rglob("*.html"):
