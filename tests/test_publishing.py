@@ -46,3 +46,13 @@ def test_colab_installs_the_tagged_release(doc):
     install = next(c for c in setup if c.cell_type == "code")
     assert f'@v{companion.__version__}"' in install.source, (
         f"{doc}: the Colab cell must install the release v{companion.__version__} (python -m tools.release)")
+
+
+def test_every_reference_links_to_its_source():
+    import re
+
+    text = (ROOT / "book" / "references.bib").read_text()
+    entries = re.split(r"(?=^@)", text, flags=re.M)
+    unlinked = [re.match(r"@\w+\{([^,]+),", e).group(1) for e in entries if e.startswith("@")
+                and not re.search(r"^\s*(doi|url|eprint)\s*=", e, re.M)]
+    assert not unlinked, f"references without a doi, url or arXiv eprint: {unlinked}"
