@@ -174,7 +174,7 @@ def test_bouncing_shapes_are_seeded_and_in_range():
 
 
 def test_patchify_roundtrip_and_frame_major_order():
-    net = model.TinyVideoDiT(frames=3, size=8, dim=32, depth=1, heads=2)
+    net = model.TinyVideoDiT(frames=3, size=8, patch=2, dim=32, depth=1, heads=2)
     x = torch.randn(2, 3, 1, 8, 8)
     assert torch.equal(net.unpatchify(net.patchify(x)), x)
     tokens = net.patchify(x)

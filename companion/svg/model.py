@@ -35,7 +35,7 @@ def _rope_angles(positions: torch.Tensor, dim: int, base: float = 100.0) -> torc
 
 
 class TinyVideoDiT(nn.Module):
-    def __init__(self, frames: int = 8, size: int = 16, channels: int = 1, patch: int = 2, dim: int = 64,
+    def __init__(self, frames: int = 16, size: int = 16, channels: int = 1, patch: int = 4, dim: int = 64,
                  depth: int = 4, heads: int = 4, n_cond: int = 16, n_classes: int = 8):
         super().__init__()
         if dim % heads or (dim // heads) % 8:
@@ -67,9 +67,9 @@ class TinyVideoDiT(nn.Module):
             nn.init.zeros_(lin.bias)
         # 3D rotary embedding: head_dim split into (time, row, column) parts, condition tokens unrotated
         hd = self.head_dim
-        t_dim = hd // 4 // 2 * 2
+        t_dim = hd // 2 // 2 * 2  # half of the rotated pairs for time: frames outnumber rows
         y_dim = (hd - t_dim) // 2 // 2 * 2
-        parts = (t_dim, y_dim, hd - t_dim - y_dim)  # 16 -> (4, 6, 6)
+        parts = (t_dim, y_dim, hd - t_dim - y_dim)  # 16 -> (8, 4, 4)
         f, r, c = torch.meshgrid(torch.arange(frames), torch.arange(side), torch.arange(side), indexing="ij")
         ang = torch.cat([_rope_angles(p.reshape(-1), d) for p, d in zip((f, r, c), parts)], dim=1)
         ang = torch.cat([torch.zeros(n_cond, hd // 2), ang])  # [N, hd/2]
@@ -127,6 +127,6 @@ def sample(model: TinyVideoDiT, y: torch.Tensor, noise: torch.Tensor, steps: int
     taus = torch.linspace(1.0, 0.0, steps + 1)
     for s in range(steps):
         fn = None if attn_fn is None else (lambda q, k, v, layer, s=s: attn_fn(q, k, v, layer, s))
-        tau = torch.full((x.shape[0],), float(taus[s]))
+        tau = torch.full((x.shape[0],), float(taus[s]), device=x.device)
         x = x + (taus[s + 1] - taus[s]) * model(x, tau, y, fn)
     return x

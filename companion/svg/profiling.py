@@ -18,7 +18,7 @@ import torch
 
 from companion.validation import as_positive_int
 
-__all__ = ["rows_attention", "profile_heads", "oracle_head_types"]
+__all__ = ["rows_attention", "attention_mass", "profile_heads", "oracle_head_types"]
 
 
 def rows_attention(q, k, v, rows: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -28,6 +28,20 @@ def rows_attention(q, k, v, rows: torch.Tensor, mask: torch.Tensor | None = None
     if mask is not None:
         s = s.masked_fill(~mask[rows], float("-inf"))
     return torch.softmax(s, -1) @ v.float()
+
+
+def attention_mass(q, k, masks: Sequence[torch.Tensor], rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Share of each head's dense attention that falls inside each mask, ``[M, B, H]`` (eq. (svg-mass)).
+
+    ``mass_m(b, h) = mean_i sum_j A_ij [M_m]_ij`` over the query ``rows`` (default: every row),
+    with ``A = softmax(Q K^T / sqrt(D))``. A head that follows mask ``m`` has ``mass_m`` near 1;
+    a head that attends uniformly has ``mass_m`` equal to the mask's density.
+    """
+    _check(q, k, k, masks)
+    rows = torch.arange(q.shape[2], device=q.device) if rows is None else rows
+    s = q[:, :, rows].float() @ k.float().transpose(-1, -2) / math.sqrt(q.shape[-1])
+    a = torch.softmax(s, -1)
+    return torch.stack([(a * m[rows].to(a.device)).sum(-1).mean(-1) for m in masks])
 
 
 def _check(q, k, v, masks):
