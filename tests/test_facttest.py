@@ -1,6 +1,7 @@
 """Unit tests of companion.facttest: the index rule against exact sums, edge cases, bad input."""
 
 import math
+import warnings
 from fractions import Fraction
 from math import comb
 
@@ -56,12 +57,34 @@ def test_too_few_points_gives_infinity_never_a_crash():
         for n0 in range(0, m + 3):
             k = ft.order_statistic_index(n0, alpha, delta)
             assert (k == n0 + 1) == (n0 < m)
-            tau = ft.facttest_threshold(np.arange(n0, dtype=float), alpha, delta)
-            assert (tau == math.inf) == (n0 < m)
-    f = ft.FactTest(0.1, 0.05).fit([0.1, 0.2, 0.3], [False, True, False])
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                tau = ft.facttest_threshold(np.arange(n0, dtype=float), alpha, delta)
+            assert (tau == math.inf) == (n0 < m) == bool(caught)
+    with pytest.warns(UserWarning):
+        f = ft.FactTest(0.1, 0.05).fit([0.1, 0.2, 0.3], [False, True, False])
     assert f.threshold_ == math.inf and not f.decide([1e300]).any()
-    f = ft.FactTest(0.1, 0.05).fit([0.1, 0.2], [True, True])  # no incorrect answer at all: n0 = 0
+    with pytest.warns(UserWarning):
+        f = ft.FactTest(0.1, 0.05).fit([0.1, 0.2], [True, True])  # no incorrect answer at all: n0 = 0
     assert f.n0_ == 0 and f.threshold_ == math.inf
+
+
+def test_an_infinite_threshold_warns_naming_n0_alpha_delta_and_the_n0_needed():
+    with pytest.warns(UserWarning, match=r"^facttest_threshold: n0 = 20 .*alpha = 0.1, delta = 0.05.*n0 >= 29"):
+        assert ft.facttest_threshold(np.arange(20.0), 0.1, 0.05) == math.inf
+    with pytest.warns(UserWarning, match=r"^FactTest.fit: n0 = 0 .*alpha = 0.05, delta = 0.01.*n0 >= 90"):
+        ft.FactTest(0.05, 0.01).fit([0.1, 0.2], [True, True])
+    weights = np.r_[np.ones(10), np.full(90, 1e-9)]
+    with pytest.warns(UserWarning, match=r"n0 = \d+ incorrect calibration answers \(kept by rejection sampling "
+                                         r"out of 100\)"):
+        f = ft.FactTest(0.1, 0.05).fit(np.arange(100.0), np.zeros(100, bool), weights=weights,
+                                       rng=np.random.default_rng(0))
+    assert f.n0_ == 100 and f.n0_used_ < 29 and f.threshold_ == math.inf
+    with warnings.catch_warnings():  # enough null scores: silent
+        warnings.simplefilter("error")
+        assert ft.facttest_threshold(np.arange(29.0), 0.1, 0.05) == 28.0
+        ft.FactTest(0.1, 0.05).fit(np.arange(40.0), np.zeros(40, bool))
+        assert ft.order_statistic_index(5, 0.1, 0.05) == 6  # the index alone says +inf by its value
 
 
 def test_index_is_monotone():
@@ -167,7 +190,12 @@ def test_qa_model_trains_and_answers():
     out = ft.answer_questions(model, world, e, r, rng, K=7)
     assert out["ve"].shape == (300,) and out["hidden"].shape == (300, 128) and out["correct"].mean() > 0.1
     assert np.all(out["ve"] <= 1e-12) and np.all(out["ve"] >= -np.log(7) - 1e-12)
-    torch.manual_seed(0)
+    answer = ft.learned_abstention(out, out)
+    assert answer.dtype == np.bool_ and answer.shape == (300,)
+    # fitted and judged on the same answers, the detector beats answering everything
+    assert out["correct"][answer].mean() > out["correct"].mean()
+    with pytest.raises(ValueError, match="^cal"):
+        ft.learned_abstention({"ve": out["ve"]}, out)
 
 
 @pytest.mark.parametrize("call,name", [
@@ -197,3 +225,14 @@ def test_qa_model_trains_and_answers():
 def test_bad_input_raises_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=f"^{name}"):
         call()
+
+
+def test_simulation_in_blocks_draws_the_same_calibration_sets(monkeypatch):
+    from companion.facttest import sim
+
+    for model in (ft.GaussianScores(), ft.DiscreteVEScores(K=5)):
+        whole = ft.simulate_violation(model, 200, 0.1, 0.05, 300, np.random.default_rng(3))
+        monkeypatch.setattr(sim, "_BLOCK", 1000)  # 5 calibration sets per block
+        blocks = ft.simulate_violation(model, 200, 0.1, 0.05, 300, np.random.default_rng(3))
+        monkeypatch.undo()
+        assert np.array_equal(whole["tau"], blocks["tau"]) and whole["frequency"] == blocks["frequency"]

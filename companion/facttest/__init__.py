@@ -15,7 +15,7 @@ explicit ``rng``; bad arguments raise ``ValueError`` naming the argument.
 """
 
 from .metrics import error_rates
-from .qa import FactMLP, KnowledgeWorld, answer_questions, train_fact_model
+from .qa import FactMLP, KnowledgeWorld, answer_questions, learned_abstention, train_fact_model
 from .scores import max_prob_score, predictive_entropy_score, vanilla_entropy_score
 from .shift import fit_density_ratio, logistic_regression, rejection_sample
 from .sim import DiscreteVEScores, GaussianScores, ShiftWorld, discrete_violation_probability, simulate_violation
@@ -37,5 +37,5 @@ __all__ = [
     "error_rates",
     "vanilla_entropy_score", "predictive_entropy_score", "max_prob_score",
     "GaussianScores", "DiscreteVEScores", "ShiftWorld", "simulate_violation", "discrete_violation_probability",
-    "KnowledgeWorld", "FactMLP", "train_fact_model", "answer_questions",
+    "KnowledgeWorld", "FactMLP", "train_fact_model", "answer_questions", "learned_abstention",
 ]

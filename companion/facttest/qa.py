@@ -20,8 +20,9 @@ from torch import nn
 from companion.validation import as_generator, as_positive_int
 
 from .scores import max_prob_score, predictive_entropy_score, vanilla_entropy_score
+from .shift import logistic_regression
 
-__all__ = ["KnowledgeWorld", "FactMLP", "train_fact_model", "answer_questions"]
+__all__ = ["KnowledgeWorld", "FactMLP", "train_fact_model", "answer_questions", "learned_abstention"]
 
 
 @dataclass
@@ -134,3 +135,25 @@ def answer_questions(model: FactMLP, world: KnowledgeWorld, e, r, rng, *, K: int
     samples = (u > cdf[:, None, :-1]).sum(axis=2)
     return dict(answer=answer, correct=answer == world.truth[e, r], ve=vanilla_entropy_score(samples),
                 pe=predictive_entropy_score(probs), maxp=max_prob_score(probs), hidden=hidden.numpy().astype(float))
+
+
+def _detector_features(answers: dict) -> np.ndarray:
+    return np.column_stack([answers["ve"], answers["pe"], answers["maxp"], answers["hidden"]])
+
+
+def learned_abstention(cal: dict, test: dict, *, l2: float = 1e-3) -> np.ndarray:
+    """A learned detector without a guarantee (a stand-in for probing and refusal-tuning baselines).
+
+    A logistic regression of correctness on [ve, pe, maxp, hidden activations] (standardised),
+    fitted on the calibration answers ``cal``; answers a ``test`` question (``True``) iff it
+    predicts P(correct) >= 1/2. ``cal`` and ``test`` are outputs of :func:`answer_questions`.
+    """
+    keys = {"ve", "pe", "maxp", "hidden"}
+    for name, d, need in (("cal", cal, keys | {"correct"}), ("test", test, keys)):
+        missing = need - set(d)
+        if missing:
+            raise ValueError(f"{name}: expected the dict of answer_questions, missing {sorted(missing)}")
+    x_cal, x_test = _detector_features(cal), _detector_features(test)
+    mu, sd = x_cal.mean(axis=0), x_cal.std(axis=0) + 1e-9
+    beta = logistic_regression((x_cal - mu) / sd, cal["correct"], l2=l2)
+    return beta[0] + ((x_test - mu) / sd) @ beta[1:] >= 0

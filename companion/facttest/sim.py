@@ -217,6 +217,9 @@ class ShiftWorld:
         return self._integrate(tau, a + 1, b, lambda t, x: stats.norm.cdf(t - self.slope * x - self.gap))
 
 
+_BLOCK = 1 << 23  # scores drawn at once by simulate_violation (64 MiB of float64)
+
+
 def simulate_violation(model, n0: int, alpha: float, delta: float, reps: int, rng, rule: str = "facttest") -> dict:
     """Draw ``reps`` calibration sets of ``n0`` null scores and compute the exact Type I of each threshold.
 
@@ -231,8 +234,11 @@ def simulate_violation(model, n0: int, alpha: float, delta: float, reps: int, rn
     k = naive_index(n0, alpha) if rule == "naive" else _index(n0, alpha, delta)
     if k == n0 + 1:
         tau = np.full(reps, np.inf)
-    else:
-        tau = np.partition(model.sample_null((reps, n0), rng), k - 1, axis=1)[:, k - 1]
+    else:  # blocks of calibration draws, so that reps x n0 scores never sit in memory at once
+        block = max(1, _BLOCK // n0)
+        tau = np.concatenate([
+            np.partition(model.sample_null((min(block, reps - start), n0), rng), k - 1, axis=1)[:, k - 1]
+            for start in range(0, reps, block)])
     r0 = np.asarray(model.type1_ge(tau) if rule == "facttest>=" else model.type1(tau), dtype=float)
     freq = float(np.mean(r0 > alpha))
     return dict(k=k, tau=tau, r0=r0, frequency=freq, se=math.sqrt(max(freq * (1 - freq), 1e-12) / reps),

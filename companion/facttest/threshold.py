@@ -14,6 +14,7 @@ Scores are "larger = more certain"; the decision ``True`` means *answer*.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from scipy import stats
@@ -77,17 +78,36 @@ def min_null_samples(alpha, delta) -> int:
     return n
 
 
+def _warn_never_answers(n0: int, alpha: float, delta: float, what: str, kept: str = "") -> None:
+    """Say why the threshold is +inf: too few incorrect answers for (alpha, delta)."""
+    warnings.warn(
+        f"{what}: n0 = {n0} incorrect calibration answers{kept} are too few for alpha = {alpha:g}, "
+        f"delta = {delta:g}, so the threshold is +inf and the model never answers; a finite "
+        f"threshold needs n0 >= {min_null_samples(alpha, delta)} ((1 - alpha)^n0 <= delta)",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def _threshold(t: np.ndarray, alpha: float, delta: float) -> tuple[int, float]:
+    """(k_hat, tau_hat) of eq. (facttest-khat) for the null scores ``t``, without checks or warning."""
+    k = _index(t.size, alpha, delta)
+    return k, (math.inf if k == t.size + 1 else float(np.partition(t, k - 1)[k - 1]))
+
+
 def facttest_threshold(null_scores, alpha, delta) -> float:
     """tau_hat = T_(k_hat), the k_hat-th smallest null score; +inf when k_hat = n0 + 1.
 
     ``null_scores`` are the certainty scores of the calibration questions the model got
-    *wrong*. An empty array is allowed (n0 = 0): the answer is +inf, never a crash.
+    *wrong*. Too few of them (n0 < :func:`min_null_samples`, including n0 = 0) give +inf,
+    never a crash, with a ``UserWarning`` that names n0, alpha, delta and the n0 needed.
     """
     t = as_1d_float_array(null_scores, "null_scores", allow_empty=True)
-    k = _index(t.size, as_probability(alpha, "alpha"), as_probability(delta, "delta"))
-    if k == t.size + 1:
-        return math.inf
-    return float(np.partition(t, k - 1)[k - 1])
+    alpha, delta = as_probability(alpha, "alpha"), as_probability(delta, "delta")
+    k, tau = _threshold(t, alpha, delta)
+    if tau == math.inf:
+        _warn_never_answers(t.size, alpha, delta, "facttest_threshold")
+    return tau
 
 
 def naive_index(n0, alpha) -> int:
@@ -129,6 +149,8 @@ class FactTest:
 
     Fitted attributes: ``threshold_``, ``k_``, ``n0_`` (incorrect calibration answers),
     ``n0_used_`` (those kept after rejection sampling), ``violation_prob_`` (= v(k_)).
+    When too few are kept for (alpha, delta) the threshold is +inf (never answer) and ``fit``
+    warns (``UserWarning``), naming the smallest n0 that works.
     """
 
     def __init__(self, alpha: float = 0.05, delta: float = 0.05):
@@ -149,8 +171,10 @@ class FactTest:
             rng = as_generator(rng)
             null = null[rejection_sample(weights[~correct], bound=bound, rng=rng)]
         self.n0_used_ = int(null.size)
-        self.k_ = _index(null.size, self.alpha, self.delta)
-        self.threshold_ = facttest_threshold(null, self.alpha, self.delta)
+        self.k_, self.threshold_ = _threshold(null, self.alpha, self.delta)
+        if self.threshold_ == math.inf:
+            kept = f" (kept by rejection sampling out of {self.n0_})" if weights is not None else ""
+            _warn_never_answers(self.n0_used_, self.alpha, self.delta, "FactTest.fit", kept)
         self.violation_prob_ = float(stats.binom.sf(self.k_ - 1, null.size, 1 - self.alpha))
         return self
 
