@@ -69,7 +69,7 @@ def test_held_karp_equals_brute_force_and_cp_sat():
 
 
 def test_shipped_optima_recompute():
-    ref = ngs.reference_optima()
+    ref = ngs.reference_solutions()
     assert ref["coords"].shape == (32, 20, 2) and "CP-SAT" in ref["provenance"]["solver"]
     stored = torch.as_tensor(ref["tour"])[:, None]
     assert torch.allclose(ngs.tour_length(ref["coords"], stored).squeeze(1).double(),

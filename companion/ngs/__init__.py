@@ -22,4 +22,15 @@ from .search import (
     sample_search,
 )
 from .train import load_or_train, load_policy, train_pomo
-from .tsp import check_coords, check_tours, generate_tsp, held_karp, is_permutation, reference_optima, solve_exact, tour_length
+from .tsp import (
+    TEST_SETS,
+    check_coords,
+    check_tours,
+    generate_tsp,
+    held_karp,
+    is_permutation,
+    reference_solutions,
+    solve_exact,
+    solve_mip,
+    tour_length,
+)
