@@ -9,6 +9,10 @@
 
 from .policy import AttentionPolicy, Rollout, allowed_mask
 from .search import (
+    ACOConfig,
+    aco_search,
+    parent_weights,
+    select_parents,
     NGSConfig,
     SearchResult,
     edge_hash,

@@ -2,7 +2,7 @@
 
 The encoder embeds every city once; the decoder builds a tour city by city. At step t, with
 current city c, first city f and the set of visited cities, it attends over the cities
-(a *glimpse*) and scores every unvisited one (eq. (ngs-policy)):
+(a *glimpse*, one fused attention call) and scores every unvisited one (eq. (ngs-policy)):
 
     q = W_q [h_mean; h_f; h_c],  g = MHA(q, K, V; unvisited),  u_j = C tanh(g . k_j / sqrt(d)),
     p(j) = softmax_j(u_j / T) over the allowed cities.
@@ -79,7 +79,7 @@ class AttentionPolicy(nn.Module):
 
     def rollout(self, coords, num_samples: int, *, start_nodes: torch.Tensor | None = None,
                 temperature: float = 1.0, greedy: bool = False, allowed: torch.Tensor | None = None,
-                mutation_rate: float = 0.0, logits: str = "model",
+                mutation_rate: float = 0.0, logits: str = "model", edge_logits: torch.Tensor | None = None,
                 generator: torch.Generator | None = None) -> Rollout:
         """Decode ``num_samples`` tours for each instance of ``coords`` ``(B, n, 2)``.
 
@@ -88,6 +88,8 @@ class AttentionPolicy(nn.Module):
         (the crossover of NGS); a step takes all unvisited cities instead when none of the
         permitted ones is unvisited (forced mutation) or with probability ``mutation_rate``.
         ``logits="uniform"`` replaces the model's scores by zeros (a model-free decoder).
+        ``edge_logits`` ``(B, n, n)``: added to the score of every step c -> j (the
+        log-pheromone of ACO, eq. (ngs-aco)).
         Each step draws one uniform per city and one for the mutation coin, so with
         ``mutation_rate=1`` the tours equal those of an unrestricted rollout with the same generator.
         """
@@ -102,6 +104,8 @@ class AttentionPolicy(nn.Module):
             raise ValueError(f"mutation_rate: expected a probability in [0, 1], got {mutation_rate!r}")
         if logits not in ("model", "uniform"):
             raise ValueError(f"logits: expected 'model' or 'uniform', got {logits!r}")
+        if edge_logits is not None and tuple(edge_logits.shape) != (B, n, n):
+            raise ValueError(f"edge_logits: expected shape ({B}, {n}, {n}), got {tuple(edge_logits.shape)}")
         if allowed is not None and (allowed.ndim != 4 or tuple(allowed.shape[:3]) != (B, S, n)):
             raise ValueError(f"allowed: expected shape ({B}, {S}, {n}, K), got {tuple(allowed.shape)}")
         dev = coords.device
@@ -125,13 +129,14 @@ class AttentionPolicy(nn.Module):
         for _ in range(n - 1):
             u = torch.rand(B, S, n + 1, generator=generator, device=dev)  # Gumbel noise + mutation coin
             if logits == "model":
-                q = (q_fixed + take(cache["q_cur"], current)).view(B, S, H, dh)
-                att = torch.einsum("bshd,bhnd->bshn", q, cache["K"]) / math.sqrt(dh)
-                att = att.masked_fill(visited.unsqueeze(2), float("-inf")).softmax(-1)
-                a = torch.einsum("bshn,bhnd->bshd", att, cache["V"]).reshape(B, S, self.d)
-                score = self.clip * torch.tanh(torch.einsum("bsd,bnd->bsn", a, cache["ptr"]) / math.sqrt(self.d))
+                q = (q_fixed + take(cache["q_cur"], current)).view(B, S, H, dh).transpose(1, 2)
+                g = F.scaled_dot_product_attention(q, cache["K"], cache["V"], attn_mask=~visited.unsqueeze(1))
+                a = g.transpose(1, 2).reshape(B, S, self.d)  # the glimpse, (B, S, d)
+                score = self.clip * torch.tanh(a @ cache["ptr"].transpose(1, 2) / math.sqrt(self.d))
             else:
                 score = torch.zeros(B, S, n, device=dev)
+            if edge_logits is not None:  # ACO: log-pheromone of the edges leaving the current city
+                score = score + edge_logits.gather(1, current.unsqueeze(-1).expand(B, S, n))
             feasible = ~visited
             if allowed is not None:
                 restricted = allowed_mask(allowed, current, n) & feasible
@@ -143,7 +148,7 @@ class AttentionPolicy(nn.Module):
                 nxt = score.argmax(-1)
             else:  # Gumbel-max: argmax(u_j / T - log(-log U_j)) samples softmax(u / T)
                 gumbel = -torch.log(-torch.log(u[..., :n].clamp_min(1e-20)))
-                nxt = (score / temperature + gumbel).masked_fill(~feasible, float("-inf")).argmax(-1)
+                nxt = (score / temperature + gumbel).argmax(-1)
             logp = logp + score.log_softmax(-1).gather(2, nxt.unsqueeze(-1)).squeeze(-1)
             visited = visited.scatter(2, nxt.unsqueeze(-1), True)
             current = nxt

@@ -7,8 +7,10 @@ gets the same number per instance, counted by the policy itself (``policy.decode
 * :func:`greedy_multistart` -- POMO's greedy tour from every start city, on the 8 symmetries
   of the unit square (n x 8 tours);
 * :func:`ngs_search` -- the genetic search: a population of tours, parents drawn by rank
-  (eq. (ngs-rank)), children decoded by the policy restricted to the parents' edges, with
-  mutation (eq. (ngs-cross)), survivors drawn by rank among the distinct tours.
+  among the distinct tours (eq. (ngs-rank)), children decoded by the policy restricted to the
+  parents' edges, with mutation (eq. (ngs-cross)), survivors drawn by rank among the distinct tours;
+* :func:`aco_search` -- ant colony optimisation on top of the same policy: ants decode with the
+  policy's scores plus a log-pheromone per edge (eq. (ngs-aco)), the Ant System update of rl4co.
 
 All functions are batched over instances; randomness comes from an explicit ``torch.Generator``.
 """
@@ -29,7 +31,11 @@ __all__ = [
     "neighbour_table",
     "parent_neighbours",
     "edge_hash",
+    "parent_weights",
+    "select_parents",
     "select_survivors",
+    "ACOConfig",
+    "aco_search",
     "sample_search",
     "greedy_multistart",
     "ngs_search",
@@ -50,7 +56,7 @@ class NGSConfig:
     mutation_rate: float = 0.01  # probability, per decoding step of a child, of an unrestricted step
     rank_coef: float = 0.001  # kappa of eq. (ngs-rank): small = greedy selection, large = uniform
     temperature: float = 1.0
-    logits: str = "model"  # "uniform": the same GA with a model-free decoder (ablation)
+    logits: str = "model"  # "uniform": children decoded without the model (ablation); generation 0 always uses it
     parents: str = "population"  # "random": restrict to the edges of random tours instead (ablation)
 
 
@@ -122,21 +128,69 @@ def edge_hash(tours: torch.Tensor) -> torch.Tensor:
     return _EDGE_KEYS[n][torch.minimum(a, b) * n + torch.maximum(a, b)].sum(-1)
 
 
+def _later_copy(hashes: torch.Tensor) -> torch.Tensor:
+    """``(B, M) -> (B, M)`` bool: the tour repeats the edge set of an earlier one in its row."""
+    return (hashes.unsqueeze(2) == hashes.unsqueeze(1)).triu(1).any(1)
+
+
+def _distinct_rank(costs: torch.Tensor, copy: torch.Tensor) -> torch.Tensor:
+    """Rank 0, 1, ... of the distinct tours by cost; the copies after all of them, also by cost."""
+    by_cost = costs.argsort(dim=-1, stable=True)
+    order = by_cost.gather(1, copy.gather(1, by_cost).long().argsort(dim=-1, stable=True))
+    return order.argsort(-1)
+
+
+def parent_weights(costs: torch.Tensor, hashes: torch.Tensor, kappa: float) -> torch.Tensor:
+    """Parent-selection probabilities ``(B, P)`` of a population ``costs``/``hashes`` ``(B, P)``.
+
+    The distinct tours get w(r) = 1 / (kappa P + r), r their rank by cost among the distinct
+    tours (eq. (ngs-rank)); a tour that repeats the edge set of an earlier one gets 0, so copies
+    never breed (the official code gives them a reward of -1e5 for the same purpose).
+    """
+    if not kappa > 0:
+        raise ValueError(f"rank_coef: expected kappa > 0, got {kappa!r}")
+    copy = _later_copy(hashes)
+    w = (1.0 / (kappa * costs.shape[-1] + _distinct_rank(costs, copy).double())).masked_fill(copy, 0.0)
+    return (w / w.sum(-1, keepdim=True)).to(costs.dtype)
+
+
+def select_parents(costs: torch.Tensor, hashes: torch.Tensor, n_children: int, n_parents: int, kappa: float,
+                   generator) -> torch.Tensor:
+    """Parents ``(B, S, m)`` (indices into the population) of ``S`` children, m per child.
+
+    Each child draws m parents without replacement with :func:`parent_weights`, so its parents
+    are distinct tours whenever the population holds at least m of them.
+    """
+    B, P = costs.shape
+    log_w = parent_weights(costs, hashes, kappa).log().unsqueeze(1).expand(B, n_children, P)
+    return _gumbel_topk(log_w, n_parents, generator)
+
+
 def select_survivors(costs: torch.Tensor, hashes: torch.Tensor, k: int, kappa: float, generator) -> torch.Tensor:
     """Indices ``(B, k)`` of the survivors among ``M`` candidates ``(B, M)``.
 
     Distinct tours (first copy of each edge set) are drawn without replacement with rank
-    weights 1 / (kappa M' + rank) (M' = number of candidates); copies get weight zero, and
-    fill the population, best first, only if there are fewer than k distinct tours.
+    weights 1 / (kappa M + rank); copies get weight zero, and fill the remaining places, best
+    first, only if there are fewer than k distinct tours.
     """
     B, M = costs.shape
-    earlier_copy = (hashes.unsqueeze(2) == hashes.unsqueeze(1)).triu(1).any(1)  # (B, M): an earlier tour is equal
-    order_cost = costs.masked_fill(earlier_copy, float("inf"))
-    rank = order_cost.argsort(-1).argsort(-1).float()
-    log_w = -torch.log(kappa * M + rank)
+    copy = _later_copy(hashes)
+    rank = _distinct_rank(costs, copy)
     u = torch.rand(B, M, generator=generator).clamp_min(1e-20)
-    key = torch.where(earlier_copy, -1e9 - rank, log_w - torch.log(-torch.log(u)))
-    return key.topk(k, dim=-1).indices
+    key = -torch.log(kappa * M + rank.double()) - torch.log(-torch.log(u.double()))  # Gumbel top-k keys
+    # distinct tours by decreasing key, then the copies by increasing rank (an exact order: no float ties)
+    order = torch.where(copy, rank.double(), -key).argsort(dim=-1, stable=True)
+    order = order.gather(1, copy.gather(1, order).long().argsort(dim=-1, stable=True))
+    return order[:, :k]
+
+
+def _keep_best(best_len, best_tours, tours, lengths):
+    """The best tour so far per instance, updated with a new block ``tours (B, S, n)``, ``lengths (B, S)``."""
+    i = lengths.argmin(1, keepdim=True)
+    new = lengths.gather(1, i).squeeze(1)
+    better = new < best_len
+    pick = tours.gather(1, i.unsqueeze(-1).expand(-1, 1, tours.shape[-1])).squeeze(1)
+    return torch.where(better, new, best_len), torch.where(better[:, None], pick, best_tours)
 
 
 def _policy_decode(policy: AttentionPolicy, coords, S: int, valid: list, **kw):
@@ -202,13 +256,17 @@ def greedy_multistart(policy: AttentionPolicy, coords, *, augment: bool = True) 
 @torch.no_grad()
 def ngs_search(policy: AttentionPolicy, coords, budget: int, config: NGSConfig = NGSConfig(),
                generator: torch.Generator | None = None) -> SearchResult:
-    """Neural genetic search with ``budget`` decoded tours per instance (brief Sec. 3.3).
+    """Neural genetic search with ``budget`` decoded tours per instance.
 
-    Generation 0 samples ``n_offspring`` tours without restriction (repeated until the population
-    is full); every later generation draws ``n_parents`` distinct parents per child by rank,
-    decodes the child restricted to the parents' edges (eq. (ngs-cross)), and draws the next
-    population from population + children by rank among distinct tours (eq. (ngs-rank)).
-    The best tour ever decoded is kept apart (survival is random).
+    Generation 0 samples ``n_offspring`` tours from the policy without restriction (repeated
+    until the population is full); every later generation draws ``n_parents`` distinct tours
+    as parents of each child by rank (copies never breed, :func:`parent_weights`), decodes the
+    child restricted to the parents' edges (eq. (ngs-cross)), and draws the next population from
+    population + children by rank among distinct tours (eq. (ngs-rank)). The best tour ever
+    decoded is kept apart (survival is random). ``history`` records, per generation, the
+    population's median length and number of distinct tours, the share of children that are
+    new tours, of decoding steps that follow a parent edge, and of children whose two parents
+    are the same tour (zero whenever two distinct tours exist).
     """
     coords = check_coords(coords)
     budget = _check_int(budget, "budget")
@@ -230,41 +288,89 @@ def ngs_search(policy: AttentionPolicy, coords, budget: int, config: NGSConfig =
     B, n, _ = coords.shape
     start = policy.decoded
     pop_tours = torch.empty(B, 0, n, dtype=torch.long)
-    pop_len = torch.empty(B, 0)
+    pop_len, pop_hash = torch.empty(B, 0), torch.empty(B, 0, dtype=torch.long)
     best_len, best_tours = torch.full((B,), float("inf")), torch.empty(B, n, dtype=torch.long)
     curve, decoded, valid = [], [], []
-    history = {"pop_median": [], "restricted_share": [], "new_share": []}
-    kw = dict(temperature=config.temperature, logits=config.logits, generator=generator)
+    history = {"pop_median": [], "restricted_share": [], "new_share": [], "twin_parents": [], "distinct": []}
     while policy.decoded - start < budget:
-        if pop_tours.shape[1] < P:  # filling the population: plain samples
-            out = _policy_decode(policy, coords, S, valid, **kw)
+        if pop_tours.shape[1] < P:  # filling the population: plain samples from the policy
+            out = _policy_decode(policy, coords, S, valid, temperature=config.temperature, generator=generator)
         else:
             if config.parents == "population":
-                log_w = rank_weights(pop_len, config.rank_coef).log().unsqueeze(1).expand(B, S, P)
-                parents = _gumbel_topk(log_w, m, generator)  # (B, S, m), distinct per child
+                parents = select_parents(pop_len, pop_hash, S, m, config.rank_coef, generator)  # (B, S, m)
+                h = pop_hash.gather(1, parents.view(B, S * m)).view(B, S, m)
+                twins = (h.unsqueeze(-1) == h.unsqueeze(-2)).triu(1).flatten(-2).any(-1)  # (B, S)
+                history["twin_parents"].append(float(twins.float().mean()))
                 allowed = parent_neighbours(pop_tours, parents)
             else:  # ablation: the edges of m random tours, unrelated to the population
                 rnd = torch.rand(B, S * m, n, generator=generator).argsort(-1)
                 allowed = parent_neighbours(rnd, torch.arange(S * m).view(1, S, m).expand(B, S, m))
-            out = _policy_decode(policy, coords, S, valid, allowed=allowed, mutation_rate=config.mutation_rate, **kw)
+            out = _policy_decode(policy, coords, S, valid, allowed=allowed, mutation_rate=config.mutation_rate,
+                                 temperature=config.temperature, logits=config.logits, generator=generator)
             history["restricted_share"].append(1 - float(out.n_mut.float().mean()) / (n - 1))
         lengths = tour_length(coords, out.tours)
-        i = lengths.argmin(1)
-        better = lengths.gather(1, i[:, None]).squeeze(1) < best_len
-        best_len = torch.where(better, lengths.gather(1, i[:, None]).squeeze(1), best_len)
-        best_tours = torch.where(better[:, None], out.tours[torch.arange(B), i], best_tours)
+        best_len, best_tours = _keep_best(best_len, best_tours, out.tours, lengths)
         curve.append(best_len.clone())
         decoded.append(policy.decoded - start)
         pool_tours, pool_len = torch.cat([pop_tours, out.tours], 1), torch.cat([pop_len, lengths], 1)
         hashes = edge_hash(pool_tours)
-        copy = (hashes.unsqueeze(2) == hashes.unsqueeze(1)).triu(1).any(1)[:, -S:]  # child repeats a tour
-        history["new_share"].append(1 - float(copy.float().mean()))
+        history["new_share"].append(1 - float(_later_copy(hashes)[:, -S:].float().mean()))  # children not seen
         keep = select_survivors(pool_len, hashes, min(P, pool_len.shape[1]), config.rank_coef, generator)
         pop_tours = pool_tours.gather(1, keep.unsqueeze(-1).expand(-1, -1, n))
-        pop_len = pool_len.gather(1, keep)
+        pop_len, pop_hash = pool_len.gather(1, keep), hashes.gather(1, keep)
         history["pop_median"].append(float(pop_len.median(1).values.mean()))
+        history["distinct"].append(float((~_later_copy(pop_hash)).sum(1).float().mean()))
     return SearchResult(best_len, best_tours, torch.stack(curve, 1), decoded, policy.decoded - start, all(valid),
                         history)
+
+
+@dataclass
+class ACOConfig:
+    """Settings of :func:`aco_search`: the Ant System of rl4co (used by DeepACO and GFACS, the
+    paper's ACO baseline) with its defaults, the policy's scores playing the heatmap."""
+
+    n_ants: int = 50  # tours per iteration
+    alpha: float = 1.0  # weight of the log-pheromone
+    decay: float = 0.95  # tau <- decay tau + deposit
+    tau0: float = 5e-4  # initial pheromone on every edge
+    temperature: float = 1.0
+
+
+@torch.no_grad()
+def aco_search(policy: AttentionPolicy, coords, budget: int, config: ACOConfig = ACOConfig(),
+               generator: torch.Generator | None = None) -> SearchResult:
+    """Ant colony optimisation with the policy as heuristic, ``budget`` decoded tours per instance.
+
+    Each iteration, ``n_ants`` ants decode with scores (u_j + alpha log tau_cj) / T, u the
+    policy's (eq. (ngs-aco)); then every edge decays, tau <- decay tau, and each ant k deposits
+    Q ((R_k - min R) / (max R - min R))^2 on both directions of its edges (R = -length, Q = 1 /
+    n_ants): the best ant of the iteration deposits Q, the worst nothing.
+    """
+    coords = check_coords(coords)
+    budget = _check_int(budget, "budget")
+    A = _check_int(config.n_ants, "n_ants")
+    if budget % A:
+        raise ValueError(f"budget: must be a multiple of n_ants = {A} (whole iterations), got {budget}")
+    if not 0.0 < config.decay <= 1.0 or not config.tau0 > 0:
+        raise ValueError(f"decay: expected 0 < decay <= 1 and tau0 > 0, got {config.decay!r}, {config.tau0!r}")
+    B, n, _ = coords.shape
+    tau = torch.full((B, n * n), float(config.tau0), dtype=torch.float64)
+    best_len, best_tours = torch.full((B,), float("inf")), torch.empty(B, n, dtype=torch.long)
+    curve, decoded, valid, start = [], [], [], policy.decoded
+    while policy.decoded - start < budget:
+        log_tau = (config.alpha * tau.log()).float().view(B, n, n)
+        out = _policy_decode(policy, coords, A, valid, temperature=config.temperature, edge_logits=log_tau,
+                             generator=generator)
+        lengths = tour_length(coords, out.tours)
+        best_len, best_tours = _keep_best(best_len, best_tours, out.tours, lengths)
+        curve.append(best_len.clone())
+        decoded.append(policy.decoded - start)
+        low, high = lengths.min(1, keepdim=True).values, lengths.max(1, keepdim=True).values
+        deposit = ((high - lengths) / (high - low).clamp_min(1e-12)).double() ** 2 / A  # (B, A)
+        a, b = out.tours, out.tours.roll(-1, -1)
+        edges = torch.cat([a * n + b, b * n + a], 1).view(B, -1)  # both directions of every edge
+        tau = config.decay * tau + torch.zeros_like(tau).scatter_add_(1, edges, deposit.repeat_interleave(n, 1).repeat(1, 2))
+    return SearchResult(best_len, best_tours, torch.stack(curve, 1), decoded, policy.decoded - start, all(valid))
 
 
 @torch.no_grad()
