@@ -13,42 +13,54 @@ The output is ``softmax(q K^T * sm_scale) V`` per query head, [B, Hq, D], in ``q
 log-sum-exp, with ``return_lse=True``, is ``-inf``), so such a head contributes nothing and never
 produces NaN. The public op :func:`sparse_decode_attention` runs the Triton kernel on CUDA tensors
 and the torch reference :func:`sparse_decode_attention_reference` on CPU tensors unless
-``backend="triton"`` (on CPU this needs ``TRITON_INTERPRET=1`` set before this module is imported).
+``backend="triton"`` (on CPU this needs ``TRITON_INTERPRET=1`` set before the package is imported;
+bfloat16 is refused there).
 
 The kernel is flash-decoding: the grid is (B, Hkv, num_splits); each program loads the G query
-heads of its KV head as one tile (padded to 16 rows for ``tl.dot``), runs the online softmax over its
-share of that head's rows in blocks of ``BLOCK_N``, and writes a partial (acc, max, sum); the
-partials are merged with a log-sum-exp in fp32.
+heads of its KV head as one tile (``BLOCK_G`` rows, padded to 16 for ``tl.dot``: the query tile),
+runs the online softmax over its share of that head's rows in key tiles of ``BLOCK_N`` (scores in
+base 2: ``log2(e)`` folded into the scale, ``exp2``), and writes a partial (acc, max, sum); one
+small kernel, :func:`_merge_splits`, merges the partials with a log-sum-exp in fp32. On CUDA
+``BLOCK_N``, ``num_warps`` and ``num_stages`` are autotuned over :data:`CONFIGS` unless fixed by
+``block_n``, ``num_warps``, ``num_stages``. Row offsets are 64-bit
+(:func:`companion.kernels.row_offsets`): a packed cache passes ``2**31`` elements at 128K tokens.
+
+:func:`prepare_sparse_decode_attention` validates the layout and reads the lengths once (host
+synchronisations included) and returns a :class:`SparseDecodePlan` whose ``run(q, k, v)`` only
+launches the two kernels.
 """
 
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
-try:  # Triton is optional for the reference path
+from . import (HAS_TRITON, INTERPRET, check_interpretable, check_launch_options, check_tile, select_backend)
+from companion.validation import as_positive_int
+
+if HAS_TRITON:
     import triton
     import triton.language as tl
-except ImportError:  # pragma: no cover
-    triton = None
+
+    from . import head_offset, row_offsets
 
 __all__ = ["sparse_decode_attention", "sparse_decode_attention_triton", "sparse_decode_attention_reference",
-           "pack_varlen", "check_inputs"]
+           "prepare_sparse_decode_attention", "SparseDecodePlan", "pack_varlen", "check_inputs", "CONFIGS"]
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * log2(e))
 
 
 # --------------------------------------------------------------------------------------------- kernel
-if triton is not None:
+if HAS_TRITON:
 
     @triton.jit
     def _sparse_decode_kernel(
         Q, K, V, Offsets, Lengths, Acc, M, L,
-        sm_scale, n_kv_heads, num_splits,
+        qk_scale, n_kv_heads, num_splits, len_bucket,
         stride_qb, stride_qh, stride_kt, stride_vt,
-        stride_ab, stride_ah, stride_as,
+        stride_ab, stride_ah, stride_as, stride_mb, stride_mh,
         G: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
         IEEE: tl.constexpr,
     ):
@@ -57,7 +69,7 @@ if triton is not None:
         s = tl.program_id(2)
         start_row = tl.load(Offsets + b * n_kv_heads + h).to(tl.int64)
         length = tl.load(Lengths + b * n_kv_heads + h)
-        # this split's share of the head's rows, a whole number of blocks
+        # this split's share of the head's rows, a whole number of key tiles
         per_split = tl.cdiv(tl.cdiv(length, num_splits), BLOCK_N) * BLOCK_N
         lo = s * per_split
         hi = tl.minimum(lo + per_split, length)
@@ -65,44 +77,77 @@ if triton is not None:
         g = tl.arange(0, BLOCK_G)
         d = tl.arange(0, BLOCK_D)
         g_ok = g < G
-        q = tl.load(Q + b * stride_qb + (h * G + g)[:, None] * stride_qh + d[None, :], mask=g_ok[:, None], other=0.0)
+        qh = h * G + g  # the query heads that read KV head h
+        q = tl.load(Q + head_offset(b, qh, stride_qb, stride_qh)[:, None] + d[None, :], mask=g_ok[:, None],
+                    other=0.0)
 
-        m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
+        m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)  # running maximum (base 2)
         l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
         acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
         for block_start in range(lo, hi, BLOCK_N):
             n = block_start + tl.arange(0, BLOCK_N)
             n_ok = n < hi
-            rows = start_row + n
-            k = tl.load(K + rows[:, None] * stride_kt + d[None, :], mask=n_ok[:, None], other=0.0)
+            rows = row_offsets(start_row + n, stride_kt)  # 64-bit: T * D passes 2**31 on long caches
+            k = tl.load(K + rows[:, None] + d[None, :], mask=n_ok[:, None], other=0.0)
             if IEEE:
                 scores = tl.dot(q, tl.trans(k), input_precision="ieee")
             else:
                 scores = tl.dot(q, tl.trans(k))
-            scores = tl.where(n_ok[None, :], scores * sm_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(scores, 1))  # finite: every block holds >= 1 valid row
-            alpha = tl.exp(m_i - m_new)
-            p = tl.exp(scores - m_new[:, None])
+            scores = tl.where(n_ok[None, :], scores * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(scores, 1))  # finite: every tile holds >= 1 valid row
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(scores - m_new[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(V + rows[:, None] * stride_vt + d[None, :], mask=n_ok[:, None], other=0.0)
+            v = tl.load(V + row_offsets(start_row + n, stride_vt)[:, None] + d[None, :], mask=n_ok[:, None],
+                        other=0.0)
             if IEEE:
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
             else:
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
 
-        qh = h * G + g
-        tl.store(Acc + b * stride_ab + qh[:, None] * stride_ah + s * stride_as + d[None, :], acc, mask=g_ok[:, None])
-        ml_off = (b * n_kv_heads * G + qh) * num_splits + s
+        a_off = head_offset(b, qh, stride_ab, stride_ah) + s.to(tl.int64) * stride_as
+        tl.store(Acc + a_off[:, None] + d[None, :], acc, mask=g_ok[:, None])
+        ml_off = head_offset(b, qh, stride_mb, stride_mh) + s
         tl.store(M + ml_off, m_i, mask=g_ok)
         tl.store(L + ml_off, l_i, mask=g_ok)
 
+    @triton.jit
+    def _merge_splits(Acc, M, L, Out, Lse, n_q_heads, num_splits,
+                      stride_ab, stride_ah, stride_as, stride_mb, stride_mh, stride_ob, stride_oh,
+                      BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+        """One program per (sequence, query head): the log-sum-exp merge of its splits' partials."""
+        pid = tl.program_id(0)
+        b = pid // n_q_heads
+        j = pid % n_q_heads
+        sp = tl.arange(0, BLOCK_S)
+        d = tl.arange(0, BLOCK_D)
+        ok = sp < num_splits
+        ml_off = head_offset(b, j, stride_mb, stride_mh) + sp
+        m = tl.load(M + ml_off, mask=ok, other=float("-inf"))
+        l = tl.load(L + ml_off, mask=ok, other=0.0)
+        a_off = head_offset(b, j, stride_ab, stride_ah) + row_offsets(sp, stride_as)
+        acc = tl.load(Acc + a_off[:, None] + d[None, :], mask=ok[:, None], other=0.0)
+        m_max = tl.max(m, 0)
+        m_ref = tl.where(m_max == float("-inf"), 0.0, m_max)  # an empty head: every split is empty
+        w = tl.exp2(m - m_ref)  # 0 for an empty split
+        denom = tl.sum(w * l, 0)
+        num = tl.sum(w[:, None] * acc, 0)  # 0 where denom is 0: the empty head's output is 0
+        safe = tl.where(denom > 0, denom, 1.0)
+        tl.store(Out + head_offset(b, j, stride_ob, stride_oh) + d, (num / safe).to(Out.dtype.element_ty))
+        lse = tl.where(denom > 0, (m_ref + tl.log2(safe)) * 0.6931471805599453, float("-inf"))
+        tl.store(Lse + pid.to(tl.int64), lse)
+
+    # (BLOCK_N, num_warps, num_stages) tried by the autotuner on CUDA
+    CONFIGS = [triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=s)
+               for n, w, s in ((32, 4, 2), (64, 4, 2), (64, 4, 3), (128, 4, 3), (128, 8, 3))]
+    _sparse_decode_kernel_tuned = triton.autotune(
+        CONFIGS, key=["n_kv_heads", "num_splits", "len_bucket", "G", "BLOCK_D"])(_sparse_decode_kernel)
+else:  # pragma: no cover
+    CONFIGS = []
+
 
 # ------------------------------------------------------------------------------------------ checks
-def _is_pow2(x: int) -> bool:
-    return x >= 1 and (x & (x - 1)) == 0
-
-
 def check_inputs(q, k, v, offsets, lengths) -> tuple[int, int, int, int]:
     """Validate the packed layout; return ``(B, Hq, Hkv, D)``. Raises ValueError naming the argument."""
     for name, t in (("q", q), ("k", k), ("v", v), ("offsets", offsets), ("lengths", lengths)):
@@ -118,6 +163,8 @@ def check_inputs(q, k, v, offsets, lengths) -> tuple[int, int, int, int]:
     B, Hq, D = q.shape
     if k.shape[1] != D:
         raise ValueError(f"k: head dim {k.shape[1]} differs from q's {D}")
+    if D == 0:
+        raise ValueError("q: the head dimension D must be >= 1")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dtype not in _DTYPES:
             raise ValueError(f"{name}: expected float16, bfloat16 or float32, got {t.dtype}")
@@ -156,20 +203,13 @@ def _scale(sm_scale, D: int) -> float:
 
 
 # --------------------------------------------------------------------------------------- reference
-def sparse_decode_attention_reference(q, k, v, offsets, lengths, *, sm_scale=None, return_lse: bool = False):
-    """Pure-torch reference: loop over (sequence, KV head), slice its rows, softmax in fp32.
-
-    A head with 0 rows gives zeros (and log-sum-exp ``-inf``).
-    """
-    B, Hq, Hkv, D = check_inputs(q, k, v, offsets, lengths)
-    scale = _scale(sm_scale, D)
-    G = Hq // Hkv
+def _attend(q, k, v, off: list, lens: list, scale: float, G: int):
+    """Per (sequence, KV head): slice its rows, softmax in fp32; 0 rows give zeros and lse -inf."""
+    B, Hq, D = q.shape
     out = torch.zeros(B, Hq, D, dtype=torch.float32, device=q.device)
     lse = torch.full((B, Hq), float("-inf"), dtype=torch.float32, device=q.device)
-    off, lens = offsets.tolist(), lengths.tolist()
     for b in range(B):
-        for h in range(Hkv):
-            n = lens[b][h]
+        for h, n in enumerate(lens[b]):
             if n == 0:
                 continue
             rows = slice(off[b][h], off[b][h] + n)
@@ -177,78 +217,155 @@ def sparse_decode_attention_reference(q, k, v, offsets, lengths, *, sm_scale=Non
             s = qg @ k[rows].float().T * scale  # [G, n]
             lse[b, h * G:(h + 1) * G] = torch.logsumexp(s, -1)
             out[b, h * G:(h + 1) * G] = s.softmax(-1) @ v[rows].float()
-    out = out.to(q.dtype)
+    return out.to(q.dtype), lse
+
+
+def sparse_decode_attention_reference(q, k, v, offsets, lengths, *, sm_scale=None, return_lse: bool = False):
+    """Pure-torch reference: loop over (sequence, KV head), slice its rows, softmax in fp32.
+
+    A head with 0 rows gives zeros (and log-sum-exp ``-inf``).
+    """
+    B, Hq, Hkv, D = check_inputs(q, k, v, offsets, lengths)
+    out, lse = _attend(q, k, v, offsets.tolist(), lengths.tolist(), _scale(sm_scale, D), Hq // Hkv)
     return (out, lse) if return_lse else out
 
 
 # ---------------------------------------------------------------------------------------- launcher
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+class SparseDecodePlan:
+    """What :func:`prepare_sparse_decode_attention` decided and built, for one layout.
+
+    ``run(q, k, v)`` attends (tensors of the prepared shapes, dtype and device over the prepared
+    offsets and lengths; values not re-checked) with no host synchronisation. ``backend``:
+    ``"triton"`` or ``"torch"``; ``num_splits``: the split of each head's rows; ``config``: the
+    key tile and launch options (autotuned ones known after the first ``run``).
+    """
+
+    def __init__(self, backend, signature, offsets, lengths, scale, G, num_splits, config, return_lse):
+        self.backend, self.scale, self.G, self.num_splits = backend, scale, G, num_splits
+        self.return_lse, self._signature = return_lse, signature
+        self._config = config if backend == "triton" else None
+        if backend == "torch":
+            self._lists = offsets.tolist(), lengths.tolist()
+        else:
+            self.offsets = offsets.to(torch.int64).contiguous()
+            self.lengths = lengths.to(torch.int32).contiguous()
+            self.len_bucket = triton.next_power_of_2(max(int(lengths.max()) if lengths.numel() else 0, 1))
+
+    @property
+    def autotuned(self) -> bool:
+        return self.backend == "triton" and self._config is None
+
+    @property
+    def config(self) -> dict | None:
+        if not self.autotuned:
+            return self._config
+        best = getattr(_sparse_decode_kernel_tuned, "best_config", None)
+        return None if best is None else {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
+
+    def _check_like(self, q, k, v):
+        for name, x, want in (("q", q, self._signature[0]), ("k", k, self._signature[1]), ("v", v, self._signature[1])):
+            got = (x.shape, x.dtype, x.device) if isinstance(x, torch.Tensor) else type(x).__name__
+            if got != want:
+                raise ValueError(f"{name}: the plan was prepared for (shape, dtype, device) = {want}, got {got}; "
+                                 f"prepare a new plan")
+
+    def run(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        self._check_like(q, k, v)
+        if self.backend == "torch":
+            out, lse = _attend(q, k, v, *self._lists, self.scale, self.G)
+        else:
+            out, lse = self._launch(q, k, v)
+        return (out, lse) if self.return_lse else out
+
+    def _launch(self, q, k, v):
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        B, Hq, D = q.shape
+        Hkv, S = Hq // self.G, self.num_splits
+        out = torch.empty_like(q)
+        lse = torch.empty(B, Hq, dtype=torch.float32, device=q.device)
+        if B == 0:
+            return out, lse
+        acc = torch.empty(B, Hq, S, D, dtype=torch.float32, device=q.device)
+        m = torch.empty(B, Hq, S, dtype=torch.float32, device=q.device)
+        l = torch.empty_like(m)
+        kernel, options = ((_sparse_decode_kernel_tuned, {}) if self._config is None
+                           else (_sparse_decode_kernel, self._config))
+        kernel[(B, Hkv, S)](
+            q, k, v, self.offsets, self.lengths, acc, m, l,
+            self.scale * LOG2E, Hkv, S, self.len_bucket,
+            q.stride(0), q.stride(1), k.stride(0), v.stride(0),
+            acc.stride(0), acc.stride(1), acc.stride(2), m.stride(0), m.stride(1),
+            G=self.G, BLOCK_G=max(16, triton.next_power_of_2(self.G)), BLOCK_D=D,
+            IEEE=q.dtype == torch.float32, **options,
+        )
+        _merge_splits[(B * Hq,)](
+            acc, m, l, out, lse, Hq, S,
+            acc.stride(0), acc.stride(1), acc.stride(2), m.stride(0), m.stride(1), out.stride(0), out.stride(1),
+            BLOCK_S=triton.next_power_of_2(S), BLOCK_D=D,
+        )
+        return out, lse
 
 
-def sparse_decode_attention_triton(q, k, v, offsets, lengths, *, sm_scale=None, block_n: int = 32,
-                                   num_splits: int | None = None, return_lse: bool = False):
-    """The Triton kernel (see the module docstring). ``num_splits`` None: enough programs to fill the GPU."""
-    if triton is None:  # pragma: no cover
-        raise ValueError("backend: triton is not installed; use backend='torch'")
+def _launch_config(block_n, num_warps, num_stages) -> dict | None:
+    """The fixed key tile and launch options, or None: autotune (on CUDA, when nothing is fixed)."""
+    num_warps, num_stages = check_launch_options(num_warps, num_stages)
+    if block_n is not None:
+        block_n = check_tile(block_n, "block_n", 16, 256)
+    if not INTERPRET and block_n is None and num_warps is None and num_stages is None:
+        return None
+    return {"BLOCK_N": block_n or 32, "num_warps": num_warps or 4, "num_stages": num_stages or 2}
+
+
+def _default_splits(q, B: int, Hkv: int, max_len: int, block_n: int) -> int:
+    """Enough programs to fill the GPU (two per SM), each with at least 4 key tiles of rows."""
+    if q.device.type != "cuda":
+        return 1
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    return max(1, min(triton.cdiv(2 * sms, max(B * Hkv, 1)), triton.cdiv(max(max_len, 1), 4 * block_n)))
+
+
+def prepare_sparse_decode_attention(q, k, v, offsets, lengths, *, sm_scale=None, backend: str = "auto",
+                                    block_n: int | None = None, num_splits: int | None = None,
+                                    num_warps: int | None = None, num_stages: int | None = None,
+                                    return_lse: bool = False) -> SparseDecodePlan:
+    """Validate the layout, pick the backend, read the lengths and fix the split count once.
+
+    Arguments as in :func:`sparse_decode_attention`. Here, and only here, the host waits for the
+    device (the checks of the offsets and lengths, the longest head for ``num_splits``).
+    """
+    backend = select_backend(q, backend, "q")
     B, Hq, Hkv, D = check_inputs(q, k, v, offsets, lengths)
     scale = _scale(sm_scale, D)
-    if q.device.type != "cuda" and not (_interpreting() and q.device.type == "cpu"):
-        raise ValueError(f"q: the Triton kernel needs CUDA tensors (or CPU tensors with TRITON_INTERPRET=1 set "
-                         f"before import), got device {q.device}")
-    if not _is_pow2(D) or D < 16:
-        raise ValueError(f"q: the Triton kernel needs a head dim that is a power of two >= 16, got {D}")
-    if isinstance(block_n, bool) or not isinstance(block_n, int) or not _is_pow2(block_n) or block_n < 16:
-        raise ValueError(f"block_n: expected a power of two >= 16, got {block_n!r}")
-    G = Hq // Hkv
-    max_len = int(lengths.max()) if lengths.numel() else 0
-    if num_splits is None:
-        if q.device.type == "cuda":
-            sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-            num_splits = max(1, min(triton.cdiv(2 * sms, B * Hkv), triton.cdiv(max(max_len, 1), 4 * block_n)))
-        else:
-            num_splits = 1
-    if isinstance(num_splits, bool) or not isinstance(num_splits, int) or num_splits < 1:
-        raise ValueError(f"num_splits: expected an integer >= 1, got {num_splits!r}")
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    offsets, lengths = offsets.to(torch.int32).contiguous(), lengths.to(torch.int32).contiguous()
-    acc = torch.empty(B, Hq, num_splits, D, dtype=torch.float32, device=q.device)
-    m = torch.empty(B, Hq, num_splits, dtype=torch.float32, device=q.device)
-    l = torch.empty_like(m)
-    grid = (B, Hkv, num_splits)
-    _sparse_decode_kernel[grid](
-        q, k, v, offsets, lengths, acc, m, l,
-        scale, Hkv, num_splits,
-        q.stride(0), q.stride(1), k.stride(0), v.stride(0),
-        acc.stride(0), acc.stride(1), acc.stride(2),
-        G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), BLOCK_D=D, BLOCK_N=block_n,
-        IEEE=q.dtype == torch.float32,
-    )
-    # merge the splits with a log-sum-exp (fp32); an empty head has m = -inf everywhere and gives 0
-    m_max = m.max(-1, keepdim=True).values
-    m_safe = torch.where(torch.isinf(m_max), torch.zeros_like(m_max), m_max)
-    w = torch.exp(m - m_safe)  # 0 for empty splits
-    denom = (w * l).sum(-1)
-    num = (w[..., None] * acc).sum(-2)
-    out = torch.where(denom[..., None] > 0, num / denom.clamp_min(1e-30)[..., None], torch.zeros_like(num)).to(q.dtype)
-    if return_lse:
-        lse = torch.where(denom > 0, m_safe[..., 0] + torch.log(denom.clamp_min(1e-30)), torch.full_like(denom, float("-inf")))
-        return out, lse
-    return out
+    signature = ((q.shape, q.dtype, q.device), (k.shape, k.dtype, k.device))
+    config = _launch_config(block_n, num_warps, num_stages)  # checked on every backend, used by Triton's
+    if num_splits is not None:
+        num_splits = as_positive_int(num_splits, "num_splits")
+    if backend == "triton":
+        if D < 16 or D > 256 or D & (D - 1):
+            raise ValueError(f"q: the Triton kernel needs a head dim that is a power of two in [16, 256], got {D}")
+        check_interpretable(q, "q")
+        if num_splits is None:
+            max_len = int(lengths.max()) if lengths.numel() else 0
+            num_splits = _default_splits(q, B, Hkv, max_len, (config or {}).get("BLOCK_N", 64))
+    return SparseDecodePlan(backend, signature, offsets, lengths, scale, Hq // Hkv, num_splits, config, return_lse)
 
 
-def sparse_decode_attention(q, k, v, offsets, lengths, *, sm_scale=None, backend: str = "auto", block_n: int = 32,
-                            num_splits: int | None = None, return_lse: bool = False):
+def sparse_decode_attention(q, k, v, offsets, lengths, *, sm_scale=None, backend: str = "auto",
+                            block_n: int | None = None, num_splits: int | None = None,
+                            num_warps: int | None = None, num_stages: int | None = None, return_lse: bool = False):
     """Decode attention over the packed cache. ``backend``: ``"auto"`` (Triton on CUDA, torch on CPU),
-    ``"triton"`` or ``"torch"``. Returns [B, Hq, D] (and the log-sum-exp [B, Hq] with ``return_lse``)."""
-    if backend not in ("auto", "triton", "torch"):
-        raise ValueError(f"backend: expected 'auto', 'triton' or 'torch', got {backend!r}")
-    if backend == "auto":
-        backend = "triton" if isinstance(q, torch.Tensor) and q.device.type == "cuda" and triton is not None else "torch"
-    if backend == "torch":
-        return sparse_decode_attention_reference(q, k, v, offsets, lengths, sm_scale=sm_scale, return_lse=return_lse)
-    return sparse_decode_attention_triton(q, k, v, offsets, lengths, sm_scale=sm_scale, block_n=block_n,
-                                          num_splits=num_splits, return_lse=return_lse)
+    ``"triton"`` or ``"torch"``. ``block_n`` (key tile, a power of two in [16, 256]),
+    ``num_warps``, ``num_stages``: fix the launch (default: autotuned on CUDA); ``num_splits``:
+    programs per KV head (default: enough to fill the GPU). Returns [B, Hq, D] (and the
+    log-sum-exp [B, Hq] with ``return_lse``). bfloat16 is refused under Triton's interpreter."""
+    return prepare_sparse_decode_attention(q, k, v, offsets, lengths, sm_scale=sm_scale, backend=backend,
+                                           block_n=block_n, num_splits=num_splits, num_warps=num_warps,
+                                           num_stages=num_stages, return_lse=return_lse).run(q, k, v)
+
+
+def sparse_decode_attention_triton(q, k, v, offsets, lengths, **options):
+    """:func:`sparse_decode_attention` with ``backend="triton"`` (kept for existing callers)."""
+    return sparse_decode_attention(q, k, v, offsets, lengths, backend="triton", **options)
 
 
 def pack_varlen(k_heads, v_heads, *, index_dtype=torch.int32):
