@@ -1,5 +1,8 @@
 """The HyperIMTS chapter's package: the IMTS data, the hypergraph, the model and its baselines."""
 
+import json
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -63,7 +66,7 @@ def test_padded_view_holds_the_same_observations(data):
     assert int(p.obs_mask.sum()) == int((~data.is_query).sum()) and int(p.query_mask.sum()) == int(data.is_query.sum())
     assert torch.equal(p.target.reshape(-1)[p.node_cell], data.value)
     assert torch.all(p.values.reshape(-1)[p.node_cell][data.is_query] == 0)   # targets hidden
-    assert torch.equal(p.times.reshape(-1)[p.node_cell // V], data.time)
+    assert torch.equal(p.times.reshape(-1)[p.node_cell // V], data.time.float())
     stats = padding_stats(data)
     assert stats["cells"] == B * L * V and stats["nodes"] == data.n_nodes
     assert stats["cells_per_node"] > 4  # the generator is in the sparse regime
@@ -76,7 +79,8 @@ def test_hypergraph_of_a_tiny_sample_by_hand():
     g = hx.build_hypergraph(time, var, torch.zeros(4, dtype=torch.long), 1, 3)
     assert g.time_edge.tolist() == [0, 1, 1, 2] and g.n_time_edges == 3
     assert g.var_edge.tolist() == [0, 0, 1, 2] and g.n_var_edges == 3
-    assert torch.allclose(g.edge_time, torch.tensor([0.1, 0.3, 0.5]))
+    assert torch.allclose(g.edge_time, torch.tensor([0.1, 0.3, 0.5], dtype=torch.float64))
+    assert g.slot.tolist() == [0, 1, 2, 3] and g.width == 4 and g.group.tolist() == [0, 0, 0, 0]
     pairs = sorted(map(tuple, g.pairs.T.tolist()))
     assert pairs == [(0, 0), (1, 1), (1, 2), (2, 1), (2, 2), (3, 3)]
     I_T, I_V, taus = hx.incidence_matrices(time, var, 3)
@@ -85,6 +89,7 @@ def test_hypergraph_of_a_tiny_sample_by_hand():
     # channel-independent: the two nodes at 0.3 no longer share a temporal hyperedge
     ci = hx.build_hypergraph(time, var, torch.zeros(4, dtype=torch.long), 1, 3, cross_variable=False)
     assert ci.n_time_edges == 4 and sorted(map(tuple, ci.pairs.T.tolist())) == [(i, i) for i in range(4)]
+    assert ci.group.tolist() == [0, 0, 1, 2] and ci.slot.tolist() == [0, 1, 0, 0] and ci.width == 2
 
 
 def test_segment_softmax_is_a_softmax_per_segment_and_stable():
@@ -96,10 +101,10 @@ def test_segment_softmax_is_a_softmax_per_segment_and_stable():
     assert torch.allclose(w[[1, 3]], torch.softmax(scores[[1, 3]], 0))
 
 
-@pytest.mark.parametrize("cross_variable", [True, False])
-def test_forecast_does_not_depend_on_the_order_of_rows(data, cross_variable):
+@pytest.mark.parametrize("kw", [{}, {"cross_variable": False}, {"node_update": "linear"}], ids=str)
+def test_forecast_does_not_depend_on_the_order_of_rows(data, kw):
     torch.manual_seed(0)
-    model = hx.HyperIMTS(6, d_model=16, cross_variable=cross_variable).eval()
+    model = hx.HyperIMTS(6, d_model=16, **kw).eval()
     b = data.select(range(5))
     perm = torch.randperm(b.n_nodes, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -110,10 +115,11 @@ def test_forecast_does_not_depend_on_the_order_of_rows(data, cross_variable):
 
 def test_no_leakage_and_samples_do_not_interact(data):
     torch.manual_seed(0)
-    for model in (hx.HyperIMTS(6, d_model=16), hx.GRUD(6, hidden=8), hx.MTANLite(6, d_model=8)):
+    for model in (hx.HyperIMTS(6, d_model=16), hx.HyperIMTS(6, d_model=16, node_update="linear"),
+                  hx.GRUD(6, hidden=8), hx.MTANLite(6, d_model=8), hx.GraFITi(6, d_model=16)):
         model.eval()
         b = data.select(range(4))
-        changed = IMTSBatch(b.time.double(), b.var, (b.value + 5.0 * b.is_query).double(), b.is_query, b.offsets, 6)
+        changed = IMTSBatch(b.time, b.var, (b.value + 5.0 * b.is_query).double(), b.is_query, b.offsets, 6)
         with torch.no_grad():
             assert torch.allclose(model(b), model(changed))              # query targets are never read
             alone = model(data.select([0]))
@@ -125,7 +131,7 @@ def test_chapter_cross_variable_ablation_cuts_every_path_between_variables(data)
     model = hx.HyperIMTS(6, d_model=16, cross_variable=False).eval()
     b = data.select([0])
     other = b.var != 0
-    changed = IMTSBatch(b.time.double(), b.var, (b.value + 3.0 * (other & ~b.is_query)).double(), b.is_query,
+    changed = IMTSBatch(b.time, b.var, (b.value + 3.0 * (other & ~b.is_query)).double(), b.is_query,
                         b.offsets, 6)
     with torch.no_grad():
         mine = (b.var == 0) & b.is_query
@@ -155,15 +161,29 @@ def test_grud_decay_inputs_by_hand():
     assert torch.isfinite(hx.GRUD(2, hidden=4)(b)).all()
 
 
-def test_training_lowers_the_loss_and_cost_is_measured(data):
+def test_training_lowers_the_loss_and_keeps_the_best_epoch(data):
     train = data.select(range(30))
     val = [data.select(range(30, 40))]
-    for model in (hx.HyperIMTS(6, d_model=16), hx.GRUD(6, hidden=16), hx.MTANLite(6, d_model=16)):
+    for model in (hx.HyperIMTS(6, d_model=16), hx.GRUD(6, hidden=16), hx.MTANLite(6, d_model=16),
+                  hx.GraFITi(6, d_model=16)):
         hist = hx.fit(model, train, val, epochs=3, batch_size=10, lr=1e-2, seed=0)
         assert hist["train"][-1] < hist["train"][0]
-        assert min(hist["val"]) == pytest.approx(hx.evaluate(model, val)["mse"])
-    cost = hx.step_cost(hx.HyperIMTS(6, d_model=16), train, warmup=1, repeats=2)
-    assert cost["seconds"] > 0 and cost["activation_bytes"] > cost["parameter_bytes"] > 0
+        assert min(hist["val"]) == hist["best_val"] == pytest.approx(hx.evaluate(model, val)["mse"])
+    with pytest.raises(ValueError, match="^epochs"):
+        hx.fit(hx.GRUD(6), train, val, epochs=0)
+
+
+def test_step_cost_measures_time_and_peak_memory(data):
+    cost = hx.step_cost(hx.HyperIMTS(6, d_model=16), data.select(range(8)), warmup=1, repeats=2)
+    assert cost["seconds"] > 0 and cost["peak_bytes"] > cost["parameter_bytes"] > 0
+    with hx.PeakMemory() as memory:  # 4 MB allocated and freed, then 1 MB kept
+        big = torch.zeros(1024, 1024)
+        del big
+        kept = torch.ones(256, 1024)
+    assert memory.peak == 4 * 2**20 and memory.current == 2**20 and kept.sum() > 0
+    with hx.PeakMemory() as memory:  # views and in-place results of existing tensors are not new memory
+        kept.add_(1.0).view(-1)[:10].mul_(2.0)
+    assert memory.peak == 0
 
 
 @pytest.mark.parametrize("change, match", [
@@ -225,3 +245,146 @@ def test_csv_loader_bad_input(tmp_path):
     assert names == ["hr"] and batch.n_nodes == 2
     with pytest.raises(ValueError, match="^path: no such file"):
         load_imts_csv(tmp_path / "missing.csv", history_end=1.0)
+
+
+def test_two_readings_closer_than_float32_can_tell_apart_stay_two():
+    # 0.5 and 0.5 + 1e-8 are one float32 number: with times stored in float32 one reading was lost
+    b = IMTSBatch.from_rows([0] * 4, [0.1, 0.5, 0.5 + 1e-8, 0.9], [0, 1, 1, 1], [1.0, 2.0, 3.0, 0.0],
+                            [False, False, False, True], 2)
+    assert b.time.dtype == torch.float64
+    p = b.padded
+    assert int(p.obs_mask.sum()) == 3 and p.values.shape[1] == 4               # four distinct timestamps
+    assert sorted(p.values[p.obs_mask].tolist()) == [1.0, 2.0, 3.0]          # no reading lost
+    g = hx.build_hypergraph(b.time, b.var, b.sample, 1, 2)
+    assert g.n_time_edges == 4 and len(set(g.time_edge.tolist())) == 4
+
+
+def test_node_attention_weights_path_equals_the_fused_path(data):
+    torch.manual_seed(0)
+    b = data.select(range(6))
+    for kw in ({}, {"cross_variable": False}):
+        model = hx.HyperIMTS(6, d_model=16, **kw).eval()
+        record = []
+        with torch.no_grad():
+            fused = model(b)
+            explicit = model.forward_nodes(b.time, b.var, b.inputs, b.is_query, b.sample, b.n_samples,
+                                           attention=record)
+        assert torch.allclose(fused, explicit, atol=1e-5)
+        alpha, g = record[-1]
+        assert alpha.shape == (g.n_groups, 4, g.width, g.width) and g.n_groups == (6 if kw == {} else 36)
+        real = torch.zeros(g.n_groups, g.width, dtype=torch.bool)
+        real[g.group, g.slot] = True
+        assert torch.allclose(alpha.sum(-1)[real[:, None].expand_as(alpha[..., 0])], torch.tensor(1.0))
+        assert float(alpha[~real[:, None, None, :].expand_as(alpha)].abs().max()) == 0.0   # no padding key
+    att = hx.HyperIMTS(6, d_model=16).variable_attention(b)
+    assert att.shape == (6, 6) and torch.isfinite(att).all() and (att >= 0).all()
+    with pytest.raises(ValueError, match="^node_update"):
+        hx.HyperIMTS(6, d_model=16, node_update="linear").variable_attention(b)
+    with pytest.raises(ValueError, match="^node_update"):
+        hx.HyperIMTS(6, node_update="mlp")
+
+
+def test_only_node_attention_lets_a_variable_read_one_it_never_shares_a_timestamp_with():
+    # variables 0 and 1 share no timestamp (history or query): in the bipartite graph, and in the
+    # hypergraph without node attention and variable attention, nothing flows from 1 to 0
+    b = IMTSBatch.from_rows([0] * 6, [0.1, 0.2, 0.3, 0.4, 0.8, 0.9], [0, 1, 0, 1, 0, 1],
+                            [1.0, -1.0, 2.0, 0.5, 0.0, 0.0], [False] * 4 + [True] * 2, 2)
+    changed = IMTSBatch(b.time, b.var, (b.value + 4.0 * (b.var == 1) * ~b.is_query).double(), b.is_query,
+                        b.offsets, 2)
+    q0 = (b.var == 0) & b.is_query
+    torch.manual_seed(0)
+    isolated = [hx.GraFITi(2, d_model=16), hx.HyperIMTS(2, d_model=16, node_update="linear", use_var_attention=False)]
+    with torch.no_grad():
+        for model in isolated:
+            assert torch.allclose(model.eval()(b)[q0], model(changed)[q0], atol=1e-6), type(model).__name__
+        model = hx.HyperIMTS(2, d_model=16, use_var_attention=False).eval()
+        assert not torch.allclose(model(b)[q0], model(changed)[q0], atol=1e-4)
+
+
+def test_batches_move_between_devices_and_select_any_samples(data):
+    b = data.to("cpu").select([3, 0, 7])
+    assert b.n_samples == 3 and b.device.type == "cpu"
+    for k, s in enumerate([3, 0, 7]):
+        want, got = data.sample_rows(s), b.sample_rows(k)
+        assert all(np.array_equal(want[key], got[key]) for key in want)
+    assert b.offsets.tolist() == [0, *np.cumsum([data.sample_rows(s)["time"].size for s in (3, 0, 7)]).tolist()]
+
+
+class _FactoriesNeedADevice(torch.overrides.TorchFunctionMode):
+    """Fails on any tensor factory called from the companion package without ``device=``: on a
+    GPU such a tensor would land on the CPU and the next operation would mix devices."""
+
+    FACTORIES = {torch.zeros, torch.ones, torch.full, torch.empty, torch.arange, torch.linspace, torch.logspace,
+                 torch.eye, torch.tensor, torch.rand, torch.randn, torch.randint, torch.randperm}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        created = func in self.FACTORIES or (func is torch.as_tensor and not isinstance(args[0], torch.Tensor))
+        if created and "device" not in kwargs and caller.startswith("companion."):
+            raise AssertionError(f"{caller}: torch.{func.__name__} without device= (would be on the CPU on a GPU run)")
+        return func(*args, **kwargs)
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(hx.MODELS))
+def test_a_training_step_runs_on_the_device_of_the_model(data, name, device):
+    """The GPU path, on any machine: every tensor the models, ``fit`` and the batches create inside
+    a training step is created on the model's device (a CUDA host runs the same code for real)."""
+    torch.manual_seed(0)
+    model = hx.MODELS[name][1](6, dict(d_model=8, hidden=8)).to(device)
+    with _FactoriesNeedADevice():
+        hist = hx.fit(model, data.select(range(8)), [data.select(range(8, 12))], epochs=1, batch_size=4)
+        pred = model(data.select(range(2)).to(device))
+    assert pred.device.type == device and np.isfinite(hist["best_val"])
+    with pytest.raises(AssertionError, match="without device="), _FactoriesNeedADevice():
+        exec("torch.zeros(3)", {"torch": torch, "__name__": "companion.example"})  # the guard itself works
+
+
+TINY = dict(n_vars=4, n_train=12, n_val=6, n_test=6, seed=0, seeds=2, d_model=8, hidden=8, epochs=1,
+            batch_size=6, lr=1e-3)
+
+
+def test_training_entry_point_writes_a_checkpoint_that_loads(tmp_path, monkeypatch):
+    from companion.hyperimts import train
+
+    monkeypatch.setitem(train.RECIPES, "quick", TINY)
+    assert train.main(["--scale", "quick", "--out", str(tmp_path)]) == 0
+    meta = json.loads((tmp_path / "quick.json").read_text())
+    assert meta["recipe"] == TINY and set(meta["histories"]) == {hx.model_key(n, s) for n in hx.MODELS for s in (0, 1)}
+    monkeypatch.setattr(train, "CHECKPOINTS", tmp_path)
+    models, record = hx.load_or_train("quick", 0)
+    assert record["source"] == "checkpoint" and len(models) == 2 * len(hx.MODELS)
+    for name in hx.MODELS:  # each model's recorded best validation error is what the loaded weights give
+        data = hx.make_splits(TINY, lead_lag=hx.MODELS[name][0] == "lead-lag")[1]
+        got = hx.evaluate(hx.trained(models, name, 1), data.batches(256))["mse"]
+        assert got == pytest.approx(record["histories"][hx.model_key(name, 1)]["best_val"], rel=1e-5)
+    _, other = hx.load_or_train("quick", 1)  # another data seed: trained here, not loaded
+    assert other["source"] == "trained in this run"
+
+
+def test_the_shipped_checkpoint_loads_into_the_current_model_code():
+    from companion.checkpoints import load_checkpoint
+    from companion.hyperimts import train
+
+    path = train.CHECKPOINTS / "quick.pt"
+    models, meta = load_checkpoint(path, lambda m: train.build_models(m["recipe"]))  # strict: every weight fits
+    assert meta["recipe"] == train.RECIPES["quick"] and "uncommitted" not in meta["commit"]
+    name, seed = "GRU-D", meta["recipe"]["seed"]
+    _, val, _ = hx.make_splits(meta["recipe"])
+    got = hx.evaluate(hx.trained(models, name, seed), val.batches(256))["mse"]
+    assert got == pytest.approx(meta["histories"][hx.model_key(name, seed)]["best_val"], rel=1e-4)
+
+
+def test_seed_statistics():
+    mean, lo, hi = hx.mean_ci([1.0, 2.0, 3.0])
+    assert mean == 2.0 and lo == pytest.approx(2 - 4.302653 / np.sqrt(3)) and hi == pytest.approx(2 + 4.302653 / np.sqrt(3))
+    with pytest.raises(ValueError, match="^values"):
+        hx.mean_ci([1.0])
+    res = {"mse_by_var": [1.0, 4.0, float("nan")], "queries_by_var": [1, 3, 0]}
+    assert hx.pooled_mse(res, [0, 1]) == pytest.approx(13 / 4) and hx.pooled_mse(res, [1, 2]) == 4.0
+    with pytest.raises(ValueError, match="^variables"):
+        hx.pooled_mse(res, [2])

@@ -1,6 +1,7 @@
 """The HyperIMTS exercise checkers: a right answer passes, and each classic mistake is named."""
 
 import numpy as np
+import pytest
 import torch
 
 from companion.data.imts import padding_stats
@@ -63,3 +64,28 @@ def test_segment_softmax_checker():
     assert any("over all rows" in p for p in glob.problems)
     flat = ex.check_segment_softmax(lambda s, seg, n: segment_softmax(s, seg, n)[:, 0])
     assert any("shape" in p for p in flat.problems)
+
+
+@pytest.mark.parametrize("checker, points", [(ex.check_incidence, 2), (ex.check_padding_cost, 1),
+                                             (ex.check_segment_softmax, 2)])
+def test_a_stub_is_not_done_and_scores_zero_and_a_solution_scores_its_points(checker, points):
+    def stub(*args):
+        raise NotImplementedError()
+
+    report = checker(stub)
+    assert report.not_done and not report.passed and repr(report) == "0"
+    assert "not done yet" in report._repr_markdown_() and "NotImplementedError" in str(report)
+    right = {ex.check_incidence: lambda t, v, V: incidence_matrices(t, v, V)[:2],
+             ex.check_padding_cost: lambda b: padding_stats(b)["cells_per_node"],
+             ex.check_segment_softmax: segment_softmax}[checker]
+    done = checker(right)
+    assert done.passed and done.points == points and repr(done) == f"{points}"
+
+
+def test_checkers_cite_the_printed_equation_numbers():
+    per_observation = ex.check_incidence(lambda t, v, V: (np.eye(len(t)), incidence_matrices(t, v, V)[1]))
+    assert "eq. (" in str(per_observation) and "hyperimts-" not in str(per_observation)
+    over_all_rows = ex.check_segment_softmax(lambda s, seg, n: torch.softmax(s, 0))
+    assert "eq. (" in str(over_all_rows) and "hyperimts-" not in str(over_all_rows)
+    not_a_number = ex.check_padding_cost(lambda b: "many")
+    assert "one number" in str(not_a_number)

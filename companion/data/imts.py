@@ -56,7 +56,10 @@ class IMTSBatch:
     """A batch of IMTS samples without padding: ``(time, var, value, is_query)`` rows + ``offsets``.
 
     Rows of sample ``b`` are ``offsets[b]:offsets[b+1]``, sorted by time then variable. Query rows
-    carry their target in ``value``; models must read it only through :attr:`inputs`.
+    carry their target in ``value``; models must read it only through :attr:`inputs`. Times are
+    kept in float64, the precision in which their order and distinctness were checked, so two
+    readings that float32 would round to one instant stay two timestamps; models cast them to
+    their own dtype only to embed them. :meth:`to` moves a batch to a device.
     """
 
     def __init__(self, time, var, value, is_query, offsets, n_vars: int):
@@ -100,8 +103,18 @@ class IMTSBatch:
         q_count = torch.zeros(offsets.numel() - 1, dtype=torch.long).index_add_(0, sample, is_query.long())
         if bool((q_count == 0).any()):
             raise ValueError(f"is_query: sample {int(torch.nonzero(q_count == 0)[0])} has no query to forecast")
-        self.time, self.var, self.value, self.is_query = time.float(), var, value.float(), is_query
+        self._set(time, var, value.float(), is_query, offsets, n_vars, sample)
+
+    def _set(self, time, var, value, is_query, offsets, n_vars, sample) -> None:
+        self.time, self.var, self.value, self.is_query = time, var, value, is_query
         self.offsets, self.n_vars, self.sample = offsets, n_vars, sample
+
+    @classmethod
+    def _trusted(cls, time, var, value, is_query, offsets, n_vars, sample) -> IMTSBatch:
+        """A batch from tensors already known to be valid (a part or a copy of a checked batch)."""
+        batch = cls.__new__(cls)
+        batch._set(time, var, value, is_query, offsets, n_vars, sample)
+        return batch
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -117,30 +130,48 @@ class IMTSBatch:
         counts = np.bincount(sample)
         return cls(time[order], var[order], value[order], is_query[order], np.r_[0, np.cumsum(counts)], n_vars)
 
+    def to(self, device) -> IMTSBatch:
+        """The same batch on ``device`` (times stay float64)."""
+        move = lambda x: x.to(device)  # noqa: E731
+        return IMTSBatch._trusted(move(self.time), move(self.var), move(self.value), move(self.is_query),
+                                  move(self.offsets), self.n_vars, move(self.sample))
+
+    @property
+    def device(self) -> torch.device:
+        return self.time.device
+
     def select(self, samples) -> IMTSBatch:
-        """The sub-batch of the given sample indices (in that order)."""
-        samples = torch.as_tensor(np.asarray(samples), dtype=torch.long)
+        """The sub-batch of the given sample indices (in that order), on the batch's device."""
+        samples = torch.as_tensor(np.asarray(samples), dtype=torch.long, device=self.device)
         lo, hi = self.offsets[samples], self.offsets[samples + 1]
-        rows = torch.cat([torch.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
-        return IMTSBatch(self.time[rows].double(), self.var[rows], self.value[rows].double(), self.is_query[rows],
-                         torch.cat([torch.zeros(1, dtype=torch.long), (hi - lo).cumsum(0)]), self.n_vars)
+        size = hi - lo
+        first = torch.cumsum(size, 0) - size                                 # first row of each in the output
+        rows = torch.arange(int(size.sum()), device=self.device) + torch.repeat_interleave(lo - first, size)
+        offsets = torch.cat([torch.zeros(1, dtype=torch.long, device=self.device), size.cumsum(0)])
+        sample = torch.repeat_interleave(torch.arange(samples.numel(), device=self.device), size)
+        return IMTSBatch._trusted(self.time[rows], self.var[rows], self.value[rows], self.is_query[rows],
+                                  offsets, self.n_vars, sample)
 
     def batches(self, batch_size: int, rng: np.random.Generator | None = None) -> list[IMTSBatch]:
         """Split into batches of ``batch_size`` samples, shuffled when ``rng`` is given."""
+        batch_size = as_positive_int(batch_size, "batch_size")
         order = np.arange(self.n_samples) if rng is None else rng.permutation(self.n_samples)
         return [self.select(order[i:i + batch_size]) for i in range(0, self.n_samples, batch_size)]
 
     def standardized(self, mean: torch.Tensor, std: torch.Tensor) -> IMTSBatch:
         """Values standardised per variable with given statistics (take them from the training split)."""
+        mean, std = mean.to(self.device), std.to(self.device)
         value = (self.value - mean[self.var]) / std[self.var]
-        return IMTSBatch(self.time.double(), self.var, value.double(), self.is_query, self.offsets, self.n_vars)
+        return IMTSBatch._trusted(self.time, self.var, value.float(), self.is_query, self.offsets, self.n_vars,
+                                  self.sample)
 
     def variable_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-variable mean and std of the *history* values (std 1 where a variable has < 2 values)."""
         h = ~self.is_query
-        cnt = torch.zeros(self.n_vars).index_add_(0, self.var[h], torch.ones(int(h.sum())))
-        s1 = torch.zeros(self.n_vars).index_add_(0, self.var[h], self.value[h])
-        s2 = torch.zeros(self.n_vars).index_add_(0, self.var[h], self.value[h] ** 2)
+        zeros = torch.zeros(self.n_vars, device=self.device)
+        cnt = zeros.index_add(0, self.var[h], torch.ones(int(h.sum()), device=self.device))
+        s1 = zeros.index_add(0, self.var[h], self.value[h])
+        s2 = zeros.index_add(0, self.var[h], self.value[h] ** 2)
         mean = s1 / cnt.clamp(min=1)
         std = (s2 / cnt.clamp(min=1) - mean**2).clamp(min=0).sqrt()
         return mean, torch.where((cnt > 1) & (std > 0), std, torch.ones_like(std))
@@ -162,14 +193,19 @@ class IMTSBatch:
     def sample_rows(self, b: int) -> dict[str, np.ndarray]:
         """The rows of sample ``b`` as numpy arrays (for plots)."""
         sl = slice(int(self.offsets[b]), int(self.offsets[b + 1]))
-        return {k: getattr(self, k)[sl].numpy() for k in ("time", "var", "value", "is_query")}
+        return {k: getattr(self, k)[sl].cpu().numpy() for k in ("time", "var", "value", "is_query")}
 
     @functools.cached_property
-    def timestamp_index(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(edge, n_edges)``: each row's distinct (sample, time) id, sorted by sample then time."""
-        key = self.sample.double() * (float(self.time.max()) + 1.0) + self.time.double()
-        uniq, edge = torch.unique(key, return_inverse=True)
-        return edge, torch.tensor(uniq.numel())
+    def timestamp_index(self) -> tuple[torch.Tensor, int]:
+        """``(edge, n_edges)``: each row's distinct (sample, time) id, in the order of the rows.
+
+        Rows are sorted by (sample, time), so a new id starts wherever either changes; times are
+        compared exactly, in float64.
+        """
+        new = torch.ones(self.n_nodes, dtype=torch.bool, device=self.device)
+        new[1:] = (self.sample[1:] != self.sample[:-1]) | (self.time[1:] != self.time[:-1])
+        edge = torch.cumsum(new, 0) - 1
+        return edge, int(edge[-1]) + 1
 
     @functools.cached_property
     def padded(self) -> PaddedBatch:
@@ -178,19 +214,21 @@ class IMTSBatch:
     def to_padded(self) -> PaddedBatch:
         """The padded ``(B, L, V)`` grid over the union of each sample's timestamps (history and queries)."""
         edge, n_edges = self.timestamp_index
-        edge_sample = torch.zeros(int(n_edges), dtype=torch.long).scatter_reduce_(0, edge, self.sample, "amax")
-        first = torch.full((self.n_samples,), int(n_edges), dtype=torch.long).scatter_reduce_(
-            0, edge_sample, torch.arange(int(n_edges)), "amin")
+        per_sample = torch.bincount(self.sample[torch.diff(edge, prepend=edge[:1] - 1) > 0],
+                                    minlength=self.n_samples)          # distinct timestamps of each sample
+        first = torch.cumsum(per_sample, 0) - per_sample
         slot = edge - first[self.sample]                     # the row's timestamp position in its sample
-        per_sample = torch.bincount(edge_sample, minlength=self.n_samples)
-        B, L, V = self.n_samples, int(per_sample.max()), self.n_vars
-        times = torch.zeros(B, L)
-        times[self.sample, slot] = self.time
-        time_valid = torch.arange(L)[None, :] < per_sample[:, None]
+        B, L, V, dev = self.n_samples, int(per_sample.max()), self.n_vars, self.device
+        times = torch.zeros(B, L, device=dev)
+        times[self.sample, slot] = self.time.float()
+        time_valid = torch.arange(L, device=dev)[None, :] < per_sample[:, None]
         cell = (self.sample * L + slot) * V + self.var
-        flat = lambda x, dtype: torch.zeros(B * L * V, dtype=dtype).index_put_((cell,), x).view(B, L, V)  # noqa: E731
-        return PaddedBatch(times, time_valid, flat(self.inputs, torch.float32), flat(~self.is_query, torch.bool),
-                           flat(self.is_query, torch.bool), flat(self.value, torch.float32), cell)
+
+        def grid(x, dtype):
+            return torch.zeros(B * L * V, dtype=dtype, device=dev).index_put_((cell,), x).view(B, L, V)
+
+        return PaddedBatch(times, time_valid, grid(self.inputs, torch.float32), grid(~self.is_query, torch.bool),
+                           grid(self.is_query, torch.bool), grid(self.value, torch.float32), cell)
 
     def __repr__(self) -> str:
         return (f"IMTSBatch({self.n_samples} samples, {self.n_nodes} rows of which {int(self.is_query.sum())} "
@@ -203,10 +241,9 @@ def padding_stats(batch: IMTSBatch) -> dict[str, float]:
     ``cells``: B * L_max * V; ``cells_per_sample``: sum over samples of L_b * V (each sample
     padded only to its own length); ``nodes``: observations + queries (the hypergraph's nodes).
     """
-    edge, n_edges = batch.timestamp_index
-    edge_sample = torch.zeros(int(n_edges), dtype=torch.long).scatter_reduce_(0, edge, batch.sample, "amax")
-    per_sample = torch.bincount(edge_sample, minlength=batch.n_samples)
-    cells = batch.n_samples * int(per_sample.max()) * batch.n_vars
+    time_valid = batch.padded.time_valid
+    per_sample = time_valid.sum(1)
+    cells = batch.padded.n_cells
     own = int(per_sample.sum()) * batch.n_vars
     return {"nodes": batch.n_nodes, "cells": cells, "cells_per_sample": own,
             "cells_per_node": cells / batch.n_nodes, "density": batch.n_nodes / cells}

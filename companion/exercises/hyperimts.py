@@ -1,10 +1,13 @@
 """Checkers for the exercises of the chapter *HyperIMTS: forecasting irregular time series with a hypergraph*.
 
-* :func:`check_incidence` -- exercise 1, the incidence matrices of one sample's hypergraph;
-* :func:`check_padding_cost` -- exercise 2, padded cells per real node of a batch;
-* :func:`check_segment_softmax` -- exercise 3, the softmax over each hyperedge's members.
+* :func:`check_incidence` -- exercise 1, the incidence matrices of one sample's hypergraph
+  (label ``hyperimts-incidence``), 2 points;
+* :func:`check_padding_cost` -- exercise 2, padded cells per real node of a batch, 1 point;
+* :func:`check_segment_softmax` -- exercise 3, the softmax over each hyperedge's members
+  (``hyperimts-n2e``), 2 points.
 
-Each runs the student's function on cases built to expose one mistake each and names it.
+Each runs the student's function through :meth:`Report.call` on cases built to expose one
+mistake each, names the mistake, and cites the equations as the page numbers them.
 """
 
 from __future__ import annotations
@@ -15,19 +18,10 @@ import numpy as np
 import torch
 
 from companion.data.imts import IMTSBatch, make_imts, padding_stats
-from companion.exercises import Report
+from companion.exercises import Report, eq
 from companion.hyperimts.model import incidence_matrices, segment_softmax
 
 __all__ = ["check_incidence", "check_padding_cost", "check_segment_softmax"]
-
-
-def _call(report: Report, fn: Callable, *args, what: str):
-    try:
-        out = fn(*args)
-    except Exception as err:  # the student's code may raise anything
-        report.check(False, f"raised {type(err).__name__}: {err} ({what})")
-        return None
-    return out
 
 
 def _array(x) -> np.ndarray:
@@ -48,9 +42,11 @@ def check_incidence(incidence: Callable) -> Report:
 
     ``I_T`` is L x N (one row per distinct time, in increasing order), ``I_V`` is V x N.
     """
-    report = Report("Exercise 1 (the incidence of a hypergraph)")
+    report = Report("Exercise 1 (the incidence of a hypergraph)", points=2)
     for name, time, var, V in _incidence_cases():
-        out = _call(report, incidence, np.array(time), np.array(var), V, what=name)
+        out = report.call(incidence, np.array(time), np.array(var), V, what=name)
+        if report.not_done:
+            return report
         if out is None:
             continue
         try:
@@ -66,7 +62,8 @@ def check_incidence(incidence: Callable) -> Report:
             continue
         if got_t.shape == (n, n) and want_t.shape != (n, n):
             report.check(False, f"{name}: I_T is N x N ({n} temporal hyperedges); two nodes observed at the same "
-                                "time share one temporal hyperedge, so there is one row per distinct time")
+                                f"time share one temporal hyperedge, so {eq('hyperimts-incidence')} has one row "
+                                "per distinct time")
             continue
         if not report.check(got_t.shape == want_t.shape, f"{name}: I_T has shape {got_t.shape}, expected "
                                                          f"{want_t.shape} (distinct times x nodes)"):
@@ -93,23 +90,26 @@ def check_incidence(incidence: Callable) -> Report:
 
 def check_padding_cost(cells_per_node: Callable) -> Report:
     """Check ``cells_per_node(batch) -> float``: cells of the padded (B, L_max, V) tensor per hypergraph node."""
-    report = Report("Exercise 2 (what padding costs)")
+    report = Report("Exercise 2 (what padding costs)", points=1)
     for seed in (0, 1):
         batch = make_imts(16, seed=seed)
-        got = _call(report, cells_per_node, batch, what=f"a batch of 16 samples (seed {seed})")
+        got = report.call(cells_per_node, batch, what=f"a batch of 16 samples (seed {seed})")
         if got is None:
             return report
         stats = padding_stats(batch)
         want = stats["cells_per_node"]
-        got = float(got)
+        try:
+            got = float(got)
+        except (TypeError, ValueError):
+            report.check(False, f"return one number (a float), not {type(got).__name__}")
+            return report
         if abs(got - want) <= 1e-6 * want:
             report.check(True, "")
             continue
         hist = ~batch.is_query
-        hist_batch = IMTSBatch.from_rows(batch.sample[hist].numpy(), batch.time[hist].numpy(),
-                                         batch.var[hist].numpy(), batch.value[hist].numpy(),
-                                         np.ones(int(hist.sum()), dtype=bool), batch.n_vars)
-        h = padding_stats(hist_batch)
+        h = padding_stats(IMTSBatch.from_rows(batch.sample[hist].numpy(), batch.time[hist].numpy(),
+                                              batch.var[hist].numpy(), batch.value[hist].numpy(),
+                                              np.ones(int(hist.sum()), dtype=bool), batch.n_vars))
         if abs(got - stats["cells_per_sample"] / stats["nodes"]) < 1e-6 * want:
             report.check(False, f"you return {got:.4f}: each sample padded to its own length. A batch tensor is "
                                 f"B x L_max x V, so every sample pays for the longest one ({want:.4f}).")
@@ -131,7 +131,7 @@ def check_padding_cost(cells_per_node: Callable) -> Report:
 
 def check_segment_softmax(softmax: Callable) -> Report:
     """Check ``softmax(scores, segment, n_segments)``: a softmax over the rows of each segment, per column."""
-    report = Report("Exercise 3 (softmax over a hyperedge)")
+    report = Report("Exercise 3 (softmax over a hyperedge)", points=2)
     g = torch.Generator().manual_seed(0)
     segment = torch.tensor([2, 0, 2, 1, 0, 2, 4])         # segment 3 is empty, rows not grouped
     cases = [
@@ -140,10 +140,16 @@ def check_segment_softmax(softmax: Callable) -> Report:
         ("one head", torch.randn(7, 1, generator=g)),
     ]
     for name, scores in cases:
-        got = _call(report, softmax, scores.clone(), segment.clone(), 5, what=name)
+        got = report.call(softmax, scores.clone(), segment.clone(), 5, what=name)
+        if report.not_done:
+            return report
         if got is None:
             continue
-        got = torch.as_tensor(_array(got), dtype=torch.float32)
+        try:
+            got = torch.as_tensor(_array(got), dtype=torch.float32)
+        except (TypeError, ValueError):
+            report.check(False, f"{name}: return a tensor of weights, not {type(got).__name__}")
+            continue
         want = segment_softmax(scores, segment, 5)
         if not report.check(got.shape == want.shape, f"{name}: returned shape {tuple(got.shape)}, expected "
                                                      f"{tuple(want.shape)} (one weight per row and head)"):
@@ -153,8 +159,8 @@ def check_segment_softmax(softmax: Callable) -> Report:
                                 "segment's largest score before exponentiating (scatter_reduce with 'amax').")
             continue
         if torch.allclose(got, torch.softmax(scores, 0), atol=1e-5):
-            report.check(False, f"{name}: this is a softmax over all rows; each hyperedge normalises over its own "
-                                "members only, so the weights of every segment sum to 1.")
+            report.check(False, f"{name}: this is a softmax over all rows; in {eq('hyperimts-n2e')} each hyperedge "
+                                "normalises over its own members only, so the weights of every segment sum to 1.")
             continue
         sums = torch.zeros(5, scores.shape[1]).index_add(0, segment, got)
         if not torch.allclose(sums[[0, 1, 2, 4]], torch.ones(4, scores.shape[1]), atol=1e-4):

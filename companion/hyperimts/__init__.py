@@ -1,24 +1,40 @@
 """HyperIMTS (Li et al., ICML 2025): forecasting irregular multivariate time series with a hypergraph.
 
-* :mod:`.model` -- the hypergraph, scatter softmax, the HyperIMTS model;
-* :mod:`.baselines` -- last value, history mean, GRU-D (padded), mTAN-lite (padded);
-* :mod:`.train` -- the shared training loop, metrics and the cost of a training step.
+* :mod:`.model` -- the hypergraph, scatter softmax, the node attention, the HyperIMTS model;
+* :mod:`.baselines` -- last value, history mean, GRU-D and mTAN-lite (padded), GraFITi (bipartite graph);
+* :mod:`.train` -- the shared training loop and metrics, the chapter's models and checkpoints;
+* :mod:`.cost` -- wall time and peak memory of a training step.
 
 The data (generator, CSV loader, flat and padded batches) live in :mod:`companion.data.imts`.
 """
 
-from companion.hyperimts.baselines import GRUD, MTANLite, history_mean, last_value
+from companion.hyperimts.baselines import GRUD, GraFITi, MTANLite, history_mean, last_value
+from companion.hyperimts.cost import PeakMemory, step_cost
 from companion.hyperimts.model import (
     HyperedgeAttention,
     Hypergraph,
     HyperIMTS,
     IrregularityAwareAttention,
+    NodeAttention,
     build_hypergraph,
     incidence_matrices,
     segment_softmax,
 )
-from companion.hyperimts.train import evaluate, fit, masked_mse, step_cost
+from companion.hyperimts.train import (
+    MODELS,
+    RECIPES,
+    evaluate,
+    fit,
+    load_or_train,
+    make_splits,
+    masked_mse,
+    mean_ci,
+    model_key,
+    pooled_mse,
+    trained,
+)
 
-__all__ = ["HyperIMTS", "Hypergraph", "HyperedgeAttention", "IrregularityAwareAttention", "build_hypergraph",
-           "incidence_matrices", "segment_softmax", "GRUD", "MTANLite", "last_value", "history_mean", "fit",
-           "evaluate", "masked_mse", "step_cost"]
+__all__ = ["HyperIMTS", "Hypergraph", "HyperedgeAttention", "NodeAttention", "IrregularityAwareAttention",
+           "build_hypergraph", "incidence_matrices", "segment_softmax", "GRUD", "MTANLite", "GraFITi",
+           "last_value", "history_mean", "fit", "evaluate", "masked_mse", "step_cost", "PeakMemory", "MODELS",
+           "RECIPES", "make_splits", "load_or_train", "trained", "model_key", "pooled_mse", "mean_ci"]

@@ -3,10 +3,13 @@
 * :func:`last_value`, :func:`history_mean` -- per (sample, variable), on the flat batch;
 * :class:`GRUD` -- a GRU-D-style recurrent model (Che et al., 2018) stepping over the padded grid;
 * :class:`MTANLite` -- a small mTAN-style model (Shukla and Marlin, 2021): time attention onto
-  fixed reference points, a GRU over them, time attention back to the query times.
+  fixed reference points, a GRU over them, time attention back to the query times;
+* :class:`GraFITi` -- a bipartite graph (Yalavarthi et al., 2024): time nodes and variable nodes,
+  each observation an edge between them; what HyperIMTS's abstract argues against.
 
 Every model maps an :class:`~companion.data.imts.IMTSBatch` to one forecast per row, so they
-share the training loop and the metrics of :mod:`companion.hyperimts.train`.
+share the training loop and the metrics of :mod:`companion.hyperimts.train`; every tensor is
+created on the batch's device.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import torch
 from torch import nn
 
 from companion.data.imts import IMTSBatch
+from companion.hyperimts.model import HyperedgeAttention, build_hypergraph, init_time_embedding
 
-__all__ = ["last_value", "history_mean", "GRUD", "MTANLite"]
+__all__ = ["last_value", "history_mean", "GRUD", "MTANLite", "GraFITi"]
 
 
 def _history_key(batch: IMTSBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -29,32 +33,35 @@ def last_value(batch: IMTSBatch) -> torch.Tensor:
     """The variable's last history value in the sample (0, the training mean, if it has none)."""
     key, hist = _history_key(batch)
     K = batch.n_samples * batch.n_vars
-    rank = torch.arange(batch.n_nodes)  # rows are sorted by time within a sample
-    last = torch.full((K,), -1, dtype=torch.long).scatter_reduce(0, key[hist], rank[hist], "amax")
+    rank = torch.arange(batch.n_nodes, device=batch.device)  # rows are sorted by time within a sample
+    last = torch.full((K,), -1, dtype=torch.long, device=batch.device).scatter_reduce(0, key[hist], rank[hist],
+                                                                                      "amax")
     got = last[key]
-    return torch.where(got >= 0, batch.value[got.clamp(min=0)], torch.zeros(()))
+    return torch.where(got >= 0, batch.value[got.clamp(min=0)], torch.zeros_like(batch.value))
 
 
 def history_mean(batch: IMTSBatch) -> torch.Tensor:
     """The mean of the variable's history values in the sample (0 if it has none)."""
     key, hist = _history_key(batch)
     K = batch.n_samples * batch.n_vars
-    total = torch.zeros(K).index_add(0, key[hist], batch.value[hist])
-    count = torch.zeros(K).index_add(0, key[hist], torch.ones(int(hist.sum())))
+    zeros = batch.value.new_zeros(K)
+    total = zeros.index_add(0, key[hist], batch.value[hist])
+    count = zeros.index_add(0, key[hist], hist[hist].to(zeros.dtype))
     return (total / count.clamp(min=1))[key]
 
 
 def _decay_inputs(p) -> tuple[torch.Tensor, torch.Tensor]:
     """Per cell: time since the variable was last observed (delta) and that last value (x_last)."""
     B, L, V = p.values.shape
-    step = torch.arange(L)[None, :, None].expand(B, L, V)
+    step = torch.arange(L, device=p.values.device)[None, :, None].expand(B, L, V)
     seen = torch.where(p.obs_mask, step, torch.full_like(step, -1)).cummax(1).values
-    before = torch.cat([torch.full((B, 1, V), -1), seen[:, :-1]], 1)       # last observation strictly before
+    before = torch.cat([torch.full_like(seen[:, :1], -1), seen[:, :-1]], 1)  # last observation strictly before
     t = p.times[:, :, None].expand(B, L, V)
     t_before = torch.gather(p.times, 1, before.clamp(min=0).view(B, L * V)).view(B, L, V)
     delta = torch.where(before >= 0, t - t_before, t - p.times[:, :1, None])
-    x_last = torch.gather(p.values.view(B, L * V), 1, (before.clamp(min=0) * V + torch.arange(V)).view(B, L * V))
-    return delta, torch.where(before >= 0, x_last.view(B, L, V), torch.zeros(()))
+    column = torch.arange(V, device=p.values.device)
+    x_last = torch.gather(p.values.view(B, L * V), 1, (before.clamp(min=0) * V + column).view(B, L * V))
+    return delta, torch.where(before >= 0, x_last.view(B, L, V), torch.zeros_like(p.values))
 
 
 class GRUD(nn.Module):
@@ -84,7 +91,7 @@ class GRUD(nn.Module):
         gamma_h = torch.exp(-torch.relu(self.decay_h(delta)))               # (B, L, hidden)
         inputs = torch.cat([x_hat, m], -1)
         B, L, V = p.values.shape
-        h = torch.zeros(B, self.hidden)
+        h = p.values.new_zeros(B, self.hidden)
         out = []
         for step in range(L):                                              # sequential over the grid
             h = self.cell(inputs[:, step], gamma_h[:, step] * h)
@@ -131,3 +138,42 @@ class MTANLite(nn.Module):
         att = torch.softmax(self.dec_q(phi_t) @ self.dec_k(phi_r).T / math.sqrt(self.d_time), -1)  # (B, L, R)
         context = att @ states
         return self.out(torch.cat([context, phi_t], -1)).reshape(-1)[p.node_cell]
+
+
+class GraFITi(nn.Module):
+    """GraFITi's bipartite graph: time nodes and variable nodes, an observation is an edge between them.
+
+    Each layer updates every variable node from its edges and the edges' time nodes, and every
+    time node from its edges and their variable nodes (the attention blocks of HyperIMTS's
+    eq. (hyperimts-n2e): the two models share them), then each edge from its own state and its
+    two end nodes, ``u <- relu(u + W [u; t; c])``, with the node states from before this layer's
+    update, as in the authors' code. An edge never reads another edge: a variable's forecast
+    meets another variable only through a timestamp they share.
+    """
+
+    def __init__(self, n_vars: int, d_model: int = 32, n_layers: int = 2, n_heads: int = 4):
+        super().__init__()
+        if d_model % n_heads or d_model % 2:
+            raise ValueError(f"d_model: must be even and a multiple of n_heads ({n_heads}), got {d_model}")
+        self.n_vars, self.d = n_vars, d_model
+        self.edge_in = nn.Linear(2, d_model)
+        self.time_in = nn.Linear(1, d_model)
+        init_time_embedding(self.time_in)  # as HyperIMTS's, so that only the graph differs
+        self.var_in = nn.Parameter(torch.randn(n_vars, d_model) * 0.5)
+        self.to_var = nn.ModuleList(HyperedgeAttention(d_model, 2 * d_model, n_heads) for _ in range(n_layers))
+        self.to_time = nn.ModuleList(HyperedgeAttention(d_model, 2 * d_model, n_heads) for _ in range(n_layers))
+        self.to_edge = nn.ModuleList(nn.Linear(3 * d_model, d_model) for _ in range(n_layers))
+        self.decoder = nn.Linear(3 * d_model, 1)
+
+    def forward(self, batch: IMTSBatch) -> torch.Tensor:
+        g = build_hypergraph(batch.time, batch.var, batch.sample, batch.n_samples, self.n_vars)
+        x, q = batch.inputs, batch.is_query.to(batch.value.dtype)
+        u = torch.relu(self.edge_in(torch.stack([x, q], -1)))
+        t_node = torch.sin(self.time_in(g.edge_time.to(x.dtype)[:, None]))
+        c_node = torch.relu(self.var_in).repeat(batch.n_samples, 1)
+        for layer in range(len(self.to_edge)):
+            t_at, c_at = t_node[g.time_edge], c_node[g.var_edge]
+            c_node = self.to_var[layer](c_node, torch.cat([t_at, u], -1), g.var_edge)
+            t_node = self.to_time[layer](t_node, torch.cat([c_at, u], -1), g.time_edge)
+            u = torch.relu(u + self.to_edge[layer](torch.cat([u, t_at, c_at], -1)))
+        return self.decoder(torch.cat([u, t_node[g.time_edge], c_node[g.var_edge]], -1)).squeeze(-1)

@@ -5,15 +5,24 @@ hyperedges: the *temporal* hyperedge of its timestamp (all nodes of the sample o
 time) and the *variable* hyperedge of its variable. One layer of the model
 
 1. updates each hyperedge from its member nodes by attention (node -> hyperedge, eq. hyperimts-n2e),
-2. in the last layer, lets the variable hyperedges of a sample attend to each other, mixing a
+2. updates each node by an attention over all the nodes of its sample, whose keys carry each
+   node's two hyperedges, then mixes the result with its own hyperedges (hyperedge -> node,
+   eqs. hyperimts-e2n and hyperimts-node-update),
+3. in the last layer, lets the variable hyperedges of a sample attend to each other, mixing a
    learned similarity with the similarity of co-observed nodes, weighted by how often the two
-   variables are observed together (irregularity-aware, eq. hyperimts-v2v),
-3. updates each node from its two hyperedges (hyperedge -> node, eq. hyperimts-e2n).
+   variables are observed together (irregularity-aware, eq. hyperimts-v2v).
 
-A linear decoder reads each query node (eq. hyperimts-dec). Everything is a gather or a scatter
-over the rows of a flat :class:`~companion.data.imts.IMTSBatch`: there is no padding and no
-Python loop over observations, and the forecast of a node does not depend on the order of the
-rows (tests/test_hyperimts.py checks it).
+A linear decoder reads each query node (eq. hyperimts-dec). Step 2 is the only place where a
+node reads another node directly: it is how a query at time t can look at another variable's
+observation near t - lag. ``node_update="linear"`` replaces it by the update the authors' code
+falls back to when the attention does not fit in memory (each node reads only its own two
+hyperedges), the ablation of the chapter.
+
+The hyperedge steps are gathers and scatters over the rows of a flat
+:class:`~companion.data.imts.IMTSBatch` (no padding, no Python loop over observations); the node
+attention lays each sample's nodes out in one row of a ``(B, N_max)`` block for that step only,
+with a mask that keeps every node inside its own sample. Every tensor is created on the device
+of the inputs, and the forecast of a node does not depend on the order of the rows.
 """
 
 from __future__ import annotations
@@ -25,43 +34,76 @@ import torch
 from torch import nn
 
 from companion.data.imts import IMTSBatch
+from companion.validation import as_choice
 
-__all__ = ["Hypergraph", "build_hypergraph", "pairs_within", "incidence_matrices", "segment_softmax", "HyperedgeAttention",
-           "IrregularityAwareAttention", "HyperIMTS"]
+__all__ = ["Hypergraph", "build_hypergraph", "pairs_within", "incidence_matrices", "segment_softmax",
+           "HyperedgeAttention", "NodeAttention", "IrregularityAwareAttention", "HyperIMTS", "NODE_UPDATES",
+           "init_time_embedding"]
+
+NODE_UPDATES = ("attention", "linear")
 
 
 @dataclass(frozen=True)
 class Hypergraph:
-    """The hypergraph of a batch: for each node its temporal and variable hyperedge.
+    """The hypergraph of a batch: for each node its temporal and variable hyperedge and its slot.
 
     ``time_edge[n]`` indexes the distinct (sample, time) pairs, sorted by sample then time, with
-    their times in ``edge_time``; ``var_edge[n] = sample * V + var``. ``pairs`` lists every
-    ordered pair of nodes sharing a temporal hyperedge (a node with itself included): the
-    co-observations the irregularity-aware attention counts.
+    their times in ``edge_time`` (float64); ``var_edge[n] = sample * V + var``. ``pairs`` lists
+    every ordered pair of nodes sharing a temporal hyperedge (a node with itself included): the
+    co-observations the irregularity-aware attention counts. The node attention runs within
+    ``group``s of nodes (a sample; a sample's variable in the channel-independent ablation):
+    ``slot[n]`` is the node's position in its group, ``width`` the largest group's size.
     """
 
     time_edge: torch.Tensor   # (n,) long
     var_edge: torch.Tensor    # (n,) long
-    edge_time: torch.Tensor   # (n_time_edges,)
+    edge_time: torch.Tensor   # (n_time_edges,) float64
     n_time_edges: int
     n_var_edges: int
     pairs: torch.Tensor       # (2, n_pairs) long
+    sample: torch.Tensor      # (n,) long
+    n_samples: int
+    group: torch.Tensor       # (n,) long
+    slot: torch.Tensor        # (n,) long
+    n_groups: int
+    width: int
 
 
 def build_hypergraph(time: torch.Tensor, var: torch.Tensor, sample: torch.Tensor, n_samples: int, n_vars: int,
                      cross_variable: bool = True) -> Hypergraph:
     """Hyperedge membership of each node from its (sample, time, variable), in any row order.
 
-    With ``cross_variable=False`` the temporal hyperedges are split by variable, so a node only
-    ever meets nodes of its own variable: the channel-independent ablation.
+    Timestamps are compared exactly, in float64. With ``cross_variable=False`` the temporal
+    hyperedges are split by variable, so a node only ever meets nodes of its own variable: the
+    channel-independent ablation.
     """
-    key = sample.double() * (float(time.max()) + 1.0) + time.double()
-    if not cross_variable:
-        key = key * n_vars + var.double()
-    uniq, time_edge = torch.unique(key, return_inverse=True)
-    edge_time = torch.zeros(uniq.numel()).index_put_((time_edge,), time.float())
-    return Hypergraph(time_edge, sample * n_vars + var, edge_time, uniq.numel(), n_samples * n_vars,
-                      pairs_within(time_edge, uniq.numel()))
+    time_edge, edge_time = _distinct(sample, time.double(), None if cross_variable else var)
+    group, n_groups = (sample, n_samples) if cross_variable else (sample * n_vars + var, n_samples * n_vars)
+    sizes = torch.bincount(group, minlength=n_groups)
+    order = torch.argsort(group, stable=True)
+    slot = torch.empty_like(group)
+    slot[order] = torch.arange(group.numel(), device=group.device) - (sizes.cumsum(0) - sizes)[group[order]]
+    n_edges = edge_time.numel()
+    return Hypergraph(time_edge, sample * n_vars + var, edge_time, n_edges, n_samples * n_vars,
+                      pairs_within(time_edge, n_edges), sample, n_samples, group, slot, n_groups, int(sizes.max()))
+
+
+def _distinct(sample: torch.Tensor, time: torch.Tensor, var: torch.Tensor | None):
+    """Ids of the distinct (sample, time[, var]) of the rows, numbered in sorted order, and their times.
+
+    A lexicographic sort (stable argsorts, last key first), then a new id wherever a key changes:
+    exact comparisons, no hashing of floats.
+    """
+    keys = [sample, time] + ([] if var is None else [var])
+    order = torch.arange(sample.numel(), device=sample.device)
+    for key in reversed(keys):
+        order = order[torch.argsort(key[order], stable=True)]
+    new = torch.zeros_like(sample, dtype=torch.bool)
+    new[0] = True
+    for key in keys:
+        new[1:] |= key[order][1:] != key[order][:-1]
+    ids = torch.cumsum(new, 0) - 1
+    return torch.empty_like(ids).index_put_((order,), ids), time[order][new]
 
 
 def pairs_within(group: torch.Tensor, n_groups: int, rows: torch.Tensor | None = None) -> torch.Tensor:
@@ -69,13 +111,14 @@ def pairs_within(group: torch.Tensor, n_groups: int, rows: torch.Tensor | None =
 
     Built with ``repeat_interleave`` and an argsort, without a Python loop; ``(2, n_pairs)``.
     """
-    rows = torch.arange(group.numel()) if rows is None else rows
+    dev = group.device
+    rows = torch.arange(group.numel(), device=dev) if rows is None else rows
     sizes = torch.bincount(group, minlength=n_groups)
     order = torch.argsort(group, stable=True)
     start = sizes.cumsum(0) - sizes
     rep = sizes[group[rows]]
     first = torch.repeat_interleave(rows, rep)
-    within = torch.arange(int(rep.sum())) - torch.repeat_interleave(rep.cumsum(0) - rep, rep)
+    within = torch.arange(int(rep.sum()), device=dev) - torch.repeat_interleave(rep.cumsum(0) - rep, rep)
     return torch.stack([first, order[start[group[first]] + within]])
 
 
@@ -103,19 +146,32 @@ def segment_softmax(scores: torch.Tensor, segment: torch.Tensor, n_segments: int
     The largest score of each segment is subtracted first, so large scores do not overflow.
     """
     idx = segment[:, None].expand_as(scores)
-    top = torch.full((n_segments, scores.shape[1]), -torch.inf, dtype=scores.dtype)
+    top = scores.new_full((n_segments, scores.shape[1]), -torch.inf)
     top = top.scatter_reduce(0, idx, scores.detach(), "amax")
     w = torch.exp(scores - top[segment])
-    total = torch.zeros(n_segments, scores.shape[1], dtype=scores.dtype).index_add(0, segment, w)
+    total = scores.new_zeros(n_segments, scores.shape[1]).index_add(0, segment, w)
     return w / total[segment]
 
 
-class HyperedgeAttention(nn.Module):
-    """Node -> hyperedge attention, eq. (hyperimts-n2e): each hyperedge attends over its members.
+def init_time_embedding(linear: nn.Linear) -> None:
+    """Start ``sin(w tau + b)`` (eq. hyperimts-init) as sine/cosine pairs from 1 to 30 cycles per
+    unit time, so that nearby timestamps differ and a shift in time is a rotation of each pair
+    (the weights are learned afterwards)."""
+    d = linear.out_features
+    with torch.no_grad():
+        freq = 2 * math.pi * torch.logspace(0, 1.5, d // 2).repeat_interleave(2)
+        phase = torch.rand(d // 2).mul(2 * math.pi).repeat_interleave(2)
+        linear.weight.copy_(freq[:, None])
+        linear.bias.copy_(phase + torch.tensor([0.0, math.pi / 2]).repeat(d // 2))
 
-    A multi-head attention block in the style of GraFITi: the hyperedge state is the query, the
-    members' features are keys and values, the projected query is added back, then a ReLU
-    feed-forward residual. Scores are scaled by sqrt(d), as in the paper's code.
+
+class _AttentionBlock(nn.Module):
+    """The multi-head attention block of GraFITi that HyperIMTS uses everywhere.
+
+    Queries, keys and values are projected to ``d_model``; the softmax of the scores (scaled by
+    sqrt(d_model), as in the authors' code, not by the head width) weighs the values; the
+    projected query is added back, then a ReLU feed-forward residual: ``o = Q + A V``,
+    ``o + relu(W_o o)``. Subclasses decide which keys each query sees.
     """
 
     def __init__(self, d_model: int, d_key: int, n_heads: int):
@@ -124,15 +180,58 @@ class HyperedgeAttention(nn.Module):
         self.q, self.k, self.v = nn.Linear(d_model, d_model), nn.Linear(d_key, d_model), nn.Linear(d_key, d_model)
         self.out = nn.Linear(d_model, d_model)
 
+    def finish(self, q: torch.Tensor, message: torch.Tensor) -> torch.Tensor:
+        o = q + message
+        return o + torch.relu(self.out(o))
+
+
+class HyperedgeAttention(_AttentionBlock):
+    """Node -> hyperedge attention, eq. (hyperimts-n2e): each hyperedge attends over its members.
+
+    The hyperedge state is the query, the members' features the keys and values; the softmax
+    runs over a hyperedge's members only (:func:`segment_softmax`), so no hyperedge is padded.
+    """
+
     def forward(self, edges: torch.Tensor, members: torch.Tensor, edge_of: torch.Tensor) -> torch.Tensor:
         E, n, H, dh = edges.shape[0], members.shape[0], self.h, self.d // self.h
         q = self.q(edges)
         k, v = self.k(members).view(n, H, dh), self.v(members).view(n, H, dh)
         scores = (q.view(E, H, dh)[edge_of] * k).sum(-1) / math.sqrt(self.d)
         alpha = segment_softmax(scores, edge_of, E)                                # (n, H)
-        message = torch.zeros(E, H, dh).index_add(0, edge_of, alpha[..., None] * v).view(E, self.d)
-        o = q + message
-        return o + torch.relu(self.out(o))
+        message = q.new_zeros(E, H, dh).index_add(0, edge_of, alpha[..., None] * v).view(E, self.d)
+        return self.finish(q, message)
+
+
+class NodeAttention(_AttentionBlock):
+    """Hyperedge -> node attention, eq. (hyperimts-e2n): every node attends over its sample's nodes.
+
+    The query is the node's state ``h_n``; the keys and values are the nodes' features
+    ``[e^T; e^V; h]``, so a node can pick the observations of a given variable near a given
+    time. The nodes of each group (a sample, or a sample's variable in the channel-independent
+    ablation) fill one row of a ``(groups, N_max)`` block; a key mask admits only the group's
+    real nodes, and the attention is torch's fused ``scaled_dot_product_attention``. With
+    ``return_weights=True`` it is computed explicitly instead and the weights
+    ``(groups, H, N_max, N_max)`` are returned too (for diagnostics; the result is the same).
+    """
+
+    def forward(self, h: torch.Tensor, keys: torch.Tensor, g: Hypergraph, return_weights: bool = False):
+        n, H, dh, G, W = h.shape[0], self.h, self.d // self.h, g.n_groups, g.width
+        q = self.q(h)
+
+        def block(x):  # (n, d) rows -> (G, H, W, dh)
+            return x.new_zeros(G, W, H, dh).index_put((g.group, g.slot), x.view(n, H, dh)).transpose(1, 2)
+
+        real = torch.zeros(G, W, dtype=torch.bool, device=h.device).index_put(
+            (g.group, g.slot), torch.ones_like(g.slot, dtype=torch.bool))
+        allowed = real[:, None, None, :]                                  # (G, 1, 1, W): the group's keys
+        Q, K, V = block(q), block(self.k(keys)), block(self.v(keys))
+        if return_weights:
+            alpha = torch.softmax((Q @ K.transpose(-1, -2) / math.sqrt(self.d)).masked_fill(~allowed, -torch.inf), -1)
+            out = alpha @ V
+        else:
+            out = nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=allowed, scale=1 / math.sqrt(self.d))
+        h_new = self.finish(q, out.transpose(1, 2)[g.group, g.slot].reshape(n, self.d))
+        return (h_new, alpha) if return_weights else h_new
 
 
 class IrregularityAwareAttention(nn.Module):
@@ -151,70 +250,112 @@ class IrregularityAwareAttention(nn.Module):
         self.fine = nn.Linear(d_model, d_fine)
 
     def forward(self, e_var: torch.Tensor, h: torch.Tensor, graph: Hypergraph, var: torch.Tensor,
-                sample: torch.Tensor, n_samples: int, n_vars: int):
-        B, V = n_samples, n_vars
+                n_vars: int) -> tuple[torch.Tensor, torch.Tensor]:
+        B, V = graph.n_samples, n_vars
         E = e_var.view(B, V, self.d)
         static = self.q(E) @ self.k(E).transpose(1, 2) / math.sqrt(self.d)          # (B, V, V)
         i, j = graph.pairs
-        cell = (sample[i] * V + var[i]) * V + var[j]                              # (b, u, v) of each pair
+        cell = (graph.sample[i] * V + var[i]) * V + var[j]                        # (b, u, v) of each pair
         z = self.fine(h)
-        co = torch.zeros(B * V * V).index_add(0, cell, torch.ones(cell.numel())).view(B, V, V)
-        fine = torch.zeros(B * V * V).index_add(0, cell, (z[i] * z[j]).sum(-1)).view(B, V, V)
+        co = h.new_zeros(B * V * V).index_add(0, cell, h.new_ones(cell.numel())).view(B, V, V)
+        fine = h.new_zeros(B * V * V).index_add(0, cell, (z[i] * z[j]).sum(-1)).view(B, V, V)
         fine = fine / co.clamp(min=1) / math.sqrt(self.d_fine)                     # mean over shared times
         seen = torch.diagonal(co, dim1=1, dim2=2)                                 # timestamps of u
         c = co / seen.clamp(min=1)[:, :, None]
         scores = (1 - c) * static + c * fine
-        self.last_weights = torch.softmax(scores, -1).detach()
         return (E + torch.softmax(scores, -1) @ self.v(E)).view(B * V, self.d), c
 
 
 class HyperIMTS(nn.Module):
     """The HyperIMTS forecaster on a flat :class:`IMTSBatch`; ``forward`` returns one value per row.
 
-    ``cross_variable=False`` cuts every path between variables (temporal hyperedges split by
-    variable, no variable-to-variable attention); ``use_var_attention=False`` drops only the
-    irregularity-aware attention of eq. (hyperimts-v2v).
+    ``node_update``: ``"attention"`` (the authors' default, eq. hyperimts-e2n) or ``"linear"``
+    (the ablation: a node reads only its own two hyperedges). ``cross_variable=False`` cuts every
+    path between variables (temporal hyperedges split by variable, node attention restricted to
+    the node's variable, no variable-to-variable attention); ``use_var_attention=False`` drops
+    only the irregularity-aware attention of eq. (hyperimts-v2v).
     """
 
     def __init__(self, n_vars: int, d_model: int = 32, n_layers: int = 2, n_heads: int = 4,
-                 cross_variable: bool = True, use_var_attention: bool = True):
+                 node_update: str = "attention", cross_variable: bool = True, use_var_attention: bool = True):
         super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model: must be a multiple of n_heads ({n_heads}), got {d_model}")
+        if d_model % n_heads or d_model % 2:
+            raise ValueError(f"d_model: must be even and a multiple of n_heads ({n_heads}), got {d_model}")
         self.n_vars, self.d, self.cross_variable = n_vars, d_model, cross_variable
+        self.node_update = as_choice(node_update, "node_update", NODE_UPDATES)
         self.use_var_attention = use_var_attention and cross_variable
         self.node_in = nn.Linear(2, d_model)                          # eq. (hyperimts-init)
         self.time_in = nn.Linear(1, d_model)
         self.var_in = nn.Parameter(torch.randn(n_vars, d_model) * 0.5)
         self.to_time = nn.ModuleList(HyperedgeAttention(d_model, 2 * d_model, n_heads) for _ in range(n_layers))
         self.to_var = nn.ModuleList(HyperedgeAttention(d_model, 2 * d_model, n_heads) for _ in range(n_layers))
+        if self.node_update == "attention":
+            self.node_attention = nn.ModuleList(NodeAttention(d_model, 3 * d_model, n_heads) for _ in range(n_layers))
         self.to_node = nn.ModuleList(nn.Linear(3 * d_model, d_model) for _ in range(n_layers))
         self.var_attention = IrregularityAwareAttention(d_model)
-        with torch.no_grad():  # frequencies from 1 to 30 cycles per unit time, so that time tells nodes apart
-            self.time_in.weight.copy_(2 * math.pi * torch.logspace(0, 1.5, d_model)[:, None])
-            self.time_in.bias.uniform_(0, 2 * math.pi)
+        init_time_embedding(self.time_in)
         self.decoder = nn.Linear(3 * d_model, 1)
 
     def forward(self, batch: IMTSBatch) -> torch.Tensor:
         return self.forward_nodes(batch.time, batch.var, batch.inputs, batch.is_query, batch.sample,
                                   batch.n_samples)
 
-    def forward_nodes(self, time, var, x, is_query, sample, n_samples: int) -> torch.Tensor:
-        """The forecast of every node from flat rows in any order (``x`` must be 0 at queries)."""
+    def forward_nodes(self, time, var, x, is_query, sample, n_samples: int,
+                      attention: list | None = None) -> torch.Tensor:
+        """The forecast of every node from flat rows in any order (``x`` must be 0 at queries).
+
+        ``attention``: a list that receives, per layer, the node attention weights and the
+        hypergraph (for diagnostics).
+        """
         g = build_hypergraph(time, var, sample, n_samples, self.n_vars, self.cross_variable)
-        q = is_query.float()
+        q = is_query.to(x.dtype)
         h = torch.relu(self.node_in(torch.stack([x * (1 - q), q], -1)))
-        e_time = torch.sin(self.time_in(g.edge_time[:, None]))
+        e_time = torch.sin(self.time_in(g.edge_time.to(x.dtype)[:, None]))
         e_var = torch.relu(self.var_in).repeat(n_samples, 1)
-        for layer in range(len(self.to_time)):
+        last = len(self.to_time) - 1
+        for layer in range(last + 1):
             # eq. (hyperimts-n2e): both hyperedge sets are updated from the same node states
             new_time = self.to_time[layer](e_time, torch.cat([e_var[g.var_edge], h], -1), g.time_edge)
             new_var = self.to_var[layer](e_var, torch.cat([e_time[g.time_edge], h], -1), g.var_edge)
             e_time, e_var = new_time, new_var
-            if layer == len(self.to_time) - 1 and self.use_var_attention:   # eq. (hyperimts-v2v)
-                e_var, self.co_observation = self.var_attention(e_var, h, g, var, sample, n_samples,
-                                                                self.n_vars)
-            # eq. (hyperimts-e2n): a node is updated from its two hyperedges
-            h = torch.relu(h + self.to_node[layer](torch.cat([h, e_time[g.time_edge], e_var[g.var_edge]], -1)))
+            edges = torch.cat([e_time[g.time_edge], e_var[g.var_edge]], -1)
+            if self.node_update == "attention":    # eq. (hyperimts-e2n): a node reads its sample's nodes
+                read = self.node_attention[layer](h, torch.cat([edges, h], -1), g, attention is not None)
+                if attention is not None:
+                    read, alpha = read
+                    attention.append((alpha, g))
+            else:                                  # the ablation: a node reads only its own state
+                read = h
+            h = torch.relu(h + self.to_node[layer](torch.cat([read, edges], -1)))   # eq. (hyperimts-node-update)
+            if layer == last and self.use_var_attention:                             # eq. (hyperimts-v2v)
+                e_var, _ = self.var_attention(e_var, h, g, var, self.n_vars)
         return self.decoder(torch.cat([h, e_time[g.time_edge], e_var[g.var_edge]], -1)).squeeze(-1)
 
+    def variable_attention(self, batch: IMTSBatch, layer: int = -1) -> torch.Tensor:
+        """Where the query nodes look, per variable: ``(V, V)``, row = the query's variable.
+
+        Entry ``(f, u)`` is the attention mass that queries of variable ``f`` put on the history
+        nodes of variable ``u`` in ``layer``'s node attention (mean over heads), divided by the
+        share of the sample's history nodes that belong to ``u``: 1 is what a uniform look at the
+        history would give. Averaged over the queries of ``batch``; a row of a variable without
+        queries is 0.
+        """
+        if self.node_update != "attention" or not self.cross_variable:
+            raise ValueError("node_update: only the cross-variable node attention has weights across variables")
+        record: list = []
+        with torch.no_grad():
+            self.forward_nodes(batch.time, batch.var, batch.inputs, batch.is_query, batch.sample,
+                               batch.n_samples, attention=record)
+        alpha, g = record[layer]
+        V, q = self.n_vars, batch.is_query
+        key_var = torch.where(q, torch.full_like(batch.var, V), batch.var)   # queries: no variable
+        slots = torch.full((g.n_groups, g.width), V, dtype=torch.long, device=batch.device)
+        onehot = nn.functional.one_hot(slots.index_put((g.group, g.slot), key_var), V + 1)[..., :V]
+        onehot = onehot.to(alpha.dtype)                                    # (B, W, V), history nodes only
+        mass = (alpha.mean(1) @ onehot)[g.group, g.slot]                   # (n, V): mass on each history
+        counts = onehot.sum(1)                                             # (B, V) history nodes
+        share = counts / counts.sum(1, keepdim=True).clamp(min=1)
+        has = (counts > 0).to(mass.dtype)[g.group]                         # (n, V): u has a history
+        lift = mass / share[g.group].clamp(min=1e-12) * has
+        total = mass.new_zeros(V, V).index_add(0, batch.var[q], lift[q])
+        return total / mass.new_zeros(V, V).index_add(0, batch.var[q], has[q]).clamp(min=1)

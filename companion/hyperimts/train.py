@@ -1,56 +1,143 @@
-"""Training, evaluation and cost measurement shared by HyperIMTS and its baselines."""
+"""Training and evaluation shared by HyperIMTS and its baselines, and the chapter's checkpoints.
+
+:func:`fit` trains any model of the chapter (Adam on the query MSE, a cosine learning rate, the
+weights of the best validation epoch kept) on the device of the model, moving the batches there.
+:data:`MODELS` and :data:`RECIPES` name every model the chapter compares and the data and budget
+of each scale; :func:`load_or_train` returns them all, from the shipped checkpoint at quick scale
+when it was trained from the same recipe, else by training. Entry point (writes
+``companion/hyperimts/checkpoints/quick.pt`` and ``quick.json``)::
+
+    python -m companion.hyperimts.train --scale quick [--out DIR]
+"""
 
 from __future__ import annotations
 
 import copy
-import statistics
+import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from companion.book import progress
-from companion.data.imts import IMTSBatch
+from companion.checkpoints import load_checkpoint, provenance, save_checkpoint, training_parser
+from companion.data.imts import IMTSBatch, lead_lag_pairs, make_imts
 
-__all__ = ["masked_mse", "fit", "evaluate", "step_cost"]
+from .baselines import GRUD, GraFITi, MTANLite
+from .model import HyperIMTS
+
+__all__ = ["masked_mse", "fit", "evaluate", "MODELS", "RECIPES", "make_splits", "build_models",
+           "load_or_train", "trained", "train_all", "pooled_mse", "mean_ci", "model_key", "CHECKPOINTS"]
+
+CHECKPOINTS = Path(__file__).parent / "checkpoints"
+
+# every model the chapter trains: (data set, constructor of the model from the recipe)
+MODELS = {
+    "HyperIMTS": ("lead-lag", lambda V, r: HyperIMTS(V, d_model=r["d_model"])),
+    "HyperIMTS, linear update": ("lead-lag", lambda V, r: HyperIMTS(V, d_model=r["d_model"], node_update="linear")),
+    "HyperIMTS, channel-independent": ("lead-lag", lambda V, r: HyperIMTS(V, d_model=r["d_model"],
+                                                                          cross_variable=False)),
+    "GRU-D": ("lead-lag", lambda V, r: GRUD(V, hidden=r["hidden"])),
+    "mTAN": ("lead-lag", lambda V, r: MTANLite(V, d_model=r["d_model"])),
+    "GraFITi": ("lead-lag", lambda V, r: GraFITi(V, d_model=r["d_model"])),
+    "HyperIMTS, independent data": ("independent", lambda V, r: HyperIMTS(V, d_model=r["d_model"])),
+    "HyperIMTS, channel-independent, independent data": (
+        "independent", lambda V, r: HyperIMTS(V, d_model=r["d_model"], cross_variable=False)),
+}
+
+RECIPES = {
+    # data: make_imts sizes (the control set uses seed + 1); models: seeds seed, seed + 1, ...;
+    # every model trains a fixed number of epochs (cosine learning rate), keeping its best
+    # validation epoch. quick: about an hour on one CPU thread, shipped as a checkpoint.
+    "quick": dict(n_vars=8, n_train=1600, n_val=300, n_test=500, seed=0, seeds=3, d_model=32, hidden=64,
+                  epochs=30, batch_size=32, lr=3e-3),
+    "full": dict(n_vars=12, n_train=8000, n_val=1000, n_test=2000, seed=0, seeds=3, d_model=64, hidden=100,
+                 epochs=30, batch_size=64, lr=2e-3),
+}
 
 
 def masked_mse(pred: torch.Tensor, batch: IMTSBatch, rows: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean squared error over the query rows of the batch (all queries of all samples pooled)."""
+    """Mean squared error over the query rows of the batch (all queries of all samples pooled), eq. (hyperimts-dec)."""
     mask = batch.is_query if rows is None else batch.is_query & rows
     if not bool(mask.any()):
         raise ValueError("rows: no query row selected, the error of an empty set is undefined")
     return ((pred[mask] - batch.value[mask]) ** 2).mean()
 
 
-def evaluate(model, batches: list[IMTSBatch], variables=None) -> dict[str, float]:
-    """Test MSE and MAE over every query row (or only those of ``variables``), pooled over batches."""
-    se = ae = count = 0.0
+def _device_of(model) -> torch.device | None:
+    params = next(model.parameters(), None) if isinstance(model, torch.nn.Module) else None
+    return None if params is None else params.device
+
+
+def evaluate(model, batches: list[IMTSBatch], variables=None) -> dict:
+    """Test MSE and MAE over every query row (or only those of ``variables``), pooled over batches.
+
+    ``model`` is a module (the batches are moved to its device) or a function of a batch. Also
+    returns ``mse_by_var`` (NaN for a variable without queries) and ``queries_by_var``, from
+    which :func:`pooled_mse` gives the error on any group of variables.
+    """
+    device = _device_of(model)
+    se = ae = None
     with torch.no_grad():
         for batch in batches:
-            pred = model(batch)
+            batch = batch if device is None else batch.to(device)
             mask = batch.is_query
             if variables is not None:
-                mask = mask & torch.isin(batch.var, torch.as_tensor(list(variables)))
-            err = pred[mask] - batch.value[mask]
-            se, ae, count = se + float((err**2).sum()), ae + float(err.abs().sum()), count + int(mask.sum())
-    if count == 0:
+                mask = mask & torch.isin(batch.var, torch.as_tensor(list(variables), device=batch.device))
+            err = (model(batch) - batch.value)[mask]
+            var = batch.var[mask]
+            sums = torch.stack([torch.zeros(batch.n_vars, device=batch.device).index_add(0, var, x)
+                                for x in (err**2, err.abs(), torch.ones_like(err))])
+            se = sums if se is None else se + sums
+    se2, ae1, count = se.cpu().double()
+    total = float(count.sum())
+    if total == 0:
         raise ValueError("variables: no query row of these variables in the batches")
-    return {"mse": se / count, "mae": ae / count, "queries": int(count)}
+    by_var = torch.where(count > 0, se2 / count.clamp(min=1), torch.full_like(se2, float("nan")))
+    return {"mse": float(se2.sum()) / total, "mae": float(ae1.sum()) / total, "queries": int(total),
+            "mse_by_var": by_var.tolist(), "queries_by_var": count.long().tolist()}
+
+
+def pooled_mse(result: dict, variables) -> float:
+    """The MSE over the queries of ``variables`` from an :func:`evaluate` result (queries pooled)."""
+    n = np.asarray(result["queries_by_var"], dtype=float)[list(variables)]
+    if n.sum() == 0:
+        raise ValueError("variables: no query row of these variables in the result")
+    mse = np.nan_to_num(np.asarray(result["mse_by_var"], dtype=float)[list(variables)])
+    return float((mse * n).sum() / n.sum())
+
+
+def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of per-seed values and its ``level`` t-interval: ``(mean, low, high)``."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1 or x.size < 2 or not np.isfinite(x).all():
+        raise ValueError(f"values: expected at least two finite per-seed numbers, got {values!r}")
+    half = stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
 
 
 def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epochs: int, batch_size: int = 64,
-        lr: float = 1e-3, seed: int = 0, desc: str = "training") -> dict[str, list[float]]:
-    """Adam on the query MSE; keeps the weights of the epoch with the lowest validation MSE.
+        lr: float = 1e-3, seed: int = 0) -> dict[str, list[float]]:
+    """Adam on the query MSE, learning rate on a cosine from ``lr`` to ``lr / 20`` over ``epochs``;
+    keeps the weights of the epoch with the lowest validation MSE.
 
-    Returns the per-epoch training loss, validation MSE and wall time of the epoch.
+    Trains where the model's parameters are, moving the data there. Returns the per-epoch
+    training loss, validation MSE and wall time, and the best validation MSE.
     """
+    if epochs < 1:
+        raise ValueError(f"epochs: expected at least 1, got {epochs}")
+    device = _device_of(model)
+    train, val = train.to(device), [b.to(device) for b in val]
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs, eta_min=lr / 20)
     history = {"train": [], "val": [], "seconds": []}
     best, best_state = float("inf"), None
-    for _ in progress(range(epochs), desc=desc):
+    for _ in range(epochs):
         start, losses = time.perf_counter(), []
         model.train()
         for batch in train.batches(batch_size, rng):
@@ -58,51 +145,110 @@ def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epoch
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(float(loss.detach()))
+            losses.append(loss.detach())
+        sched.step()
         model.eval()
         val_mse = evaluate(model, val)["mse"]
-        history["train"].append(float(np.mean(losses)))
+        history["train"].append(float(torch.stack(losses).mean()))
         history["val"].append(val_mse)
-        history["seconds"].append(time.perf_counter() - start)
+        history["seconds"].append(round(time.perf_counter() - start, 3))
         if val_mse < best:
             best, best_state = val_mse, copy.deepcopy(model.state_dict())
     model.load_state_dict(best_state)
+    history["best_val"] = best
     return history
 
 
-def step_cost(model: torch.nn.Module, batch: IMTSBatch, *, warmup: int = 3, repeats: int = 10) -> dict[str, float]:
-    """Cost of one training step (forward, backward, Adam) on ``batch``, on the CPU.
+def make_splits(recipe: dict, lead_lag: bool = True) -> tuple[IMTSBatch, IMTSBatch, IMTSBatch]:
+    """The train, validation and test splits of the chapter, standardised with training statistics.
 
-    ``seconds``: median wall time over ``repeats`` steps after ``warmup``. ``activation_bytes``:
-    the bytes of the tensors autograd keeps for the backward pass (each storage counted once),
-    the part of the peak memory that grows with the input; ``parameter_bytes`` for reference.
+    The lead-lag set uses ``recipe['seed']``, the independent control set ``recipe['seed'] + 1``.
     """
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    batch.padded  # build the cached views outside the timed region, for every model alike
+    n_tr, n_va, n_te = recipe["n_train"], recipe["n_val"], recipe["n_test"]
+    data = make_imts(n_tr + n_va + n_te, recipe["n_vars"], lead_lag=lead_lag,
+                     seed=recipe["seed"] + (0 if lead_lag else 1))
+    parts = [data.select(range(0, n_tr)), data.select(range(n_tr, n_tr + n_va)),
+             data.select(range(n_tr + n_va, n_tr + n_va + n_te))]
+    mean, std = parts[0].variable_stats()  # training statistics only
+    return tuple(p.standardized(mean, std) for p in parts)
 
-    def step():
-        loss = masked_mse(model(batch), batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
 
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    seen: dict[tuple[int, int], int] = {}
+def model_key(name: str, seed: int) -> str:
+    """A ModuleDict key for (model name, seed): letters, digits and underscores."""
+    return "".join(c if c.isalnum() else "_" for c in name) + f"__seed{seed}"
 
-    def pack(t):
-        st = t.untyped_storage()
-        seen[(st.data_ptr(), st.nbytes())] = st.nbytes()
-        return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = masked_mse(model(batch), batch)
-    loss.backward()
-    params = sum(p.numel() * p.element_size() for p in model.parameters())
-    return {"seconds": statistics.median(times), "activation_bytes": float(sum(seen.values())),
-            "parameter_bytes": float(params)}
+def build_models(recipe: dict) -> torch.nn.ModuleDict:
+    """Every model of :data:`MODELS` for every seed of the recipe, each initialised from its seed."""
+    models = torch.nn.ModuleDict()
+    for name, (_, make) in MODELS.items():
+        for k in range(recipe["seeds"]):
+            torch.manual_seed(recipe["seed"] + k)
+            models[model_key(name, recipe["seed"] + k)] = make(recipe["n_vars"], recipe)
+    return models
+
+
+def train_all(recipe: dict, device=None, progress=None) -> tuple[torch.nn.ModuleDict, dict]:
+    """Build and train every model of the recipe; returns the models and their histories."""
+    models = build_models(recipe).to(device or "cpu")
+    data = {"lead-lag": make_splits(recipe, True), "independent": make_splits(recipe, False)}
+    jobs = [(name, recipe["seed"] + k) for name in MODELS for k in range(recipe["seeds"])]
+    histories = {}
+    for name, seed in (progress(jobs, desc="training") if progress else jobs):
+        train, val, _ = data[MODELS[name][0]]
+        histories[model_key(name, seed)] = fit(models[model_key(name, seed)], train, val.batches(256), epochs=recipe["epochs"],
+                                          batch_size=recipe["batch_size"], lr=recipe["lr"], seed=seed)
+    return models.eval(), histories
+
+
+def trained(models: torch.nn.ModuleDict, name: str, seed: int) -> torch.nn.Module:
+    """The trained model ``name`` of seed ``seed`` from :func:`load_or_train`'s result."""
+    return models[model_key(name, seed)]
+
+
+def load_or_train(scale: str, seed: int, device=None, progress=None) -> tuple[torch.nn.ModuleDict, dict]:
+    """Every model of the chapter, trained: ``(models, record)``.
+
+    At quick scale, the shipped checkpoint is loaded if it was trained from this recipe (same data
+    seed); otherwise (another seed, the full scale, no checkpoint) everything is trained here.
+    ``record['source']`` says which; ``record['histories']`` has each model's training curves.
+    """
+    recipe = {**RECIPES[scale], "seed": seed}
+    path = CHECKPOINTS / f"{scale}.pt"
+    if path.is_file():
+        meta = json.loads(path.with_suffix(".json").read_text())
+        if meta["recipe"] == recipe:
+            models, meta = load_checkpoint(path, lambda m: build_models(m["recipe"]))
+            return models.to(device or "cpu"), {**meta, "source": "checkpoint"}
+    models, histories = train_all(recipe, device, progress)
+    return models, {"recipe": recipe, "histories": histories, "source": "trained in this run"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = training_parser("python -m companion.hyperimts.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
+    args = parser.parse_args(argv)
+    if args.steps is not None:
+        parser.error("--steps: the recipe trains a fixed number of epochs per model; change RECIPES instead")
+    recipe = {**RECIPES[args.scale], **({} if args.seed is None else {"seed": args.seed})}
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    models, histories = train_all(recipe, device)
+    seconds = time.perf_counter() - start
+    meta = provenance(
+        command="python -m companion.hyperimts.train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        recipe=recipe, seconds=seconds, device=device,
+        data={"generator": "companion.data.imts.make_imts", "lead-lag seed": recipe["seed"],
+              "independent seed": recipe["seed"] + 1, "followers": [f for _, f in lead_lag_pairs(recipe["n_vars"])]},
+        parameters={name: sum(p.numel() for p in trained(models, name, recipe["seed"]).parameters())
+                    for name in MODELS},
+        histories=histories,
+    )
+    save_checkpoint(models.cpu(), args.out / f"{args.scale}.pt", meta)
+    print(json.dumps({"training_seconds": meta["training_seconds"],
+                      "best_val": {k: round(h["best_val"], 4) for k, h in histories.items()}}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
