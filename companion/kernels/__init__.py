@@ -126,15 +126,16 @@ if HAS_TRITON:
 def load_benchmark(kernel: str, root: str | Path | None = None) -> list[dict]:
     """The records of ``benchmarks/results/<kernel>-*.json`` (one file per device), in file order.
 
-    ``root``: the repository (default: :func:`companion.book.repo_root` of the working directory).
-    Returns ``[]`` when no GPU measurement exists or outside a clone of the repository. Every
-    record is self-contained (device, versions, dtype, shape, ms, ratio; ``benchmarks/README.md``).
+    ``root``: the repository (default: :func:`companion.book.repo_root` of the working directory,
+    else of this package's folder, as in an editable install from a clone). Returns ``[]`` when no
+    GPU measurement exists or outside a clone of the repository. Every record is self-contained
+    (device, versions, dtype, shape, ms, ratio; the format is in ``benchmarks/README.md``).
     """
     kernel = as_choice(kernel, "kernel", KERNELS)
     if root is None:
         from companion.book import repo_root
 
-        root = repo_root()
+        root = repo_root() or repo_root(Path(__file__).parent)
         if root is None:
             return []
     records = []

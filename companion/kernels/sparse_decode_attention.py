@@ -301,7 +301,7 @@ class SparseDecodePlan:
         _merge_splits[(B * Hq,)](
             acc, m, l, out, lse, Hq, S,
             acc.stride(0), acc.stride(1), acc.stride(2), m.stride(0), m.stride(1), out.stride(0), out.stride(1),
-            BLOCK_S=triton.next_power_of_2(S), BLOCK_D=D,
+            BLOCK_S=max(2, triton.next_power_of_2(S)), BLOCK_D=D,
         )
         return out, lse
 
