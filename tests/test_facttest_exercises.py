@@ -94,6 +94,17 @@ def test_a_stub_is_reported_as_not_done_and_scores_zero(check):
     assert "not done yet" in report._repr_markdown_() and "NotImplementedError" in str(report)
 
 
+def test_the_ties_checker_names_the_first_stub_first():
+    def decide(scores, tau):
+        raise NotImplementedError()
+
+    def tie_counterexample():
+        raise NotImplementedError()
+
+    assert "`decide` still raises" in str(ex.check_ties(decide, tie_counterexample))
+    assert "`tie_counterexample` still raises" in str(ex.check_ties(_strict, tie_counterexample))
+
+
 def test_points_and_equation_citations():
     assert [ex.check_index(ft.order_statistic_index).points, ex.check_ties(_strict, _counterexample).points,
             ex.check_shifted_threshold(_shifted, reps=10).points] == [2, 2, 2]

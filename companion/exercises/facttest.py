@@ -177,7 +177,8 @@ def check_ties(decide: Callable, tie_counterexample: Callable, *, alpha: float =
     iff score >= tau makes P(Type I > alpha) exceed delta while the strict rule keeps it below."""
     report = Report("Exercise 2 (ties)", points=2)
     _check_decide(report, decide)
-    _check_counterexample(report, tie_counterexample, alpha, delta)
+    if not report.not_done:  # a stub is named one at a time, in the order of the cell
+        _check_counterexample(report, tie_counterexample, alpha, delta)
     return report
 
 
