@@ -1,6 +1,7 @@
 """Unit tests of companion.catekv: data, model cache, CV, head mask, selection, bytes, training, checkpoint."""
 
 import math
+import os
 
 import pytest
 import torch
@@ -53,6 +54,8 @@ def test_decode_with_full_cache_equals_forward(model):
         torch.testing.assert_close(logits, full_logits[:, P + t], atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1",
+                    reason="Triton runs on CUDA or under TRITON_INTERPRET=1 (set by conftest without a GPU)")
 def test_decode_triton_path_equals_torch_path(model):
     batch = hybrid_recall(2, seed=2)
     pre = ev.Prefill(model, batch.prompt, CFG)
@@ -66,6 +69,24 @@ def test_decode_triton_path_equals_torch_path(model):
         a = model.decode_step(seq[:, P + t], seq[:, P + t - 1], c1, P + t, backend="torch")
         b = model.decode_step(seq[:, P + t], seq[:, P + t - 1], c2, P + t, backend="triton")
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_model_creates_its_tensors_on_the_inputs_device():
+    # meta tensors carry no data: any tensor the model made on the CPU would clash with them
+    m = TinyDecoder(VOCAB.size, dim=32, layers=2, q_heads=4, kv_heads=2).to("meta")
+    logits, ks, vs, qs = m.prefill(torch.zeros(2, 40, dtype=torch.long, device="meta"), last_q=8)
+    assert logits.device.type == ks[0].device.type == qs[0].device.type == "meta"
+    assert ev.causal_attention_probs(qs[0], ks[0].repeat_interleave(2, 1), 32).device.type == "meta"
+
+
+def test_decode_backend_auto_picks_triton_for_cuda_and_torch_for_cpu():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from companion.catekv.model import decode_backend
+
+    assert decode_backend(torch.zeros(2, dtype=torch.long), "auto") == "torch"
+    with FakeTensorMode():  # what a CUDA host takes, without a GPU
+        assert decode_backend(torch.empty(2, dtype=torch.long, device="cuda"), "auto") == "triton"
 
 
 def test_model_rejects_bad_heads():
@@ -119,11 +140,69 @@ def test_static_head_mask_counts_and_prefers_low_cv():
     assert heads.static_head_mask(cv, 0.25)[0, :3].all()
     with pytest.raises(ValueError, match="^adaptive_ratio"):
         heads.static_head_mask(cv, 1.2)
+    with pytest.raises(ValueError, match="^ranking"):
+        heads.static_head_mask(cv, 0.25, ranking="median")
     with pytest.raises(ValueError, match="^cv"):
         heads.static_head_mask(cv[0], 0.2)
 
 
 # --- selection and bytes ---------------------------------------------------------------------------
+
+def test_mean_ranking_and_vote_can_disagree():
+    # head 0 has the lowest mean CV (one very low sample) but head 1 is lowest in most samples
+    cv = torch.tensor([[[0.1, 0.5, 2.0, 3.0]], [[2.0, 0.5, 2.1, 3.0]], [[2.0, 0.5, 2.2, 3.0]]])
+    assert heads.head_votes(cv, 0.25).tolist() == [[1, 2, 0, 0]]
+    assert heads.static_head_mask(cv, 0.25).tolist() == [[False, True, False, False]]
+    assert heads.static_head_mask(cv, 0.25, ranking="mean").tolist() == [[False, True, False, False]]
+    cv[0, 0, 0] = -5.0  # now head 0's mean is lowest, while the vote still prefers head 1
+    assert heads.static_head_mask(cv, 0.25, ranking="mean").tolist() == [[True, False, False, False]]
+    assert heads.static_head_mask(cv, 0.25).tolist() == [[False, True, False, False]]
+
+
+def test_the_default_setting_puts_questions_in_the_observation_window():
+    # issue 15: the observation window must hold questions like the decode stream's
+    batch = hybrid_recall(3, seed=0)
+    window = batch.prompt[:, -CFG.last_q:]
+    assert ((window == VOCAB.query).sum(1) >= 5).all()
+    assert (batch.demo_pos >= batch.prompt.shape[1] - CFG.last_q).all()
+
+
+def test_the_default_budget_holds_several_critical_chunks_at_256_tokens():
+    assert CFG.budget == 48 and CFG.n_critical_chunks == 7
+    assert CFG.consistent_length(256) == 56
+    assert train.DATA["quick"]["prompt_len"] == 256
+
+
+def test_snapkv_with_an_even_pool_never_keeps_a_position_twice():
+    n, recent, budget = 40, 8, 16
+    attn = torch.full((1, 2, 4, n), 1e-3)
+    attn[..., n - recent - 2: n - recent] = 1.0  # the last positions before the window score highest
+    for pool in (1, 2, 3, 4, 6):
+        for idx in policy.snapkv_select(attn, budget, recent, pool=pool):
+            assert idx.shape == (1, budget)
+            assert len(set(idx[0].tolist())) == budget, f"pool {pool}: a position is kept twice"
+    x = torch.rand(2, 3, 20)
+    ref = torch.nn.functional.avg_pool1d(x.reshape(6, 1, 20), 3, stride=1, padding=1, count_include_pad=False)
+    torch.testing.assert_close(policy.smooth_scores(x, 3), ref.view(2, 3, 20))
+    assert policy.smooth_scores(x, 4).shape == x.shape
+
+
+def test_duo_select_keeps_retrieval_heads_whole_at_catekv_bytes(model):
+    batch = hybrid_recall(2, seed=6)
+    pre = ev.Prefill(model, batch.prompt, CFG)
+    mask = torch.tensor([[True, False], [False, False]])
+    retrieval = torch.tensor([[False, False], [True, False]])
+    keep = ev.policy_keep("duo", pre, mask, retrieval=retrieval)
+    assert keep[1][0].shape == (2, pre.n) and keep[0][0].shape == (2, CFG.consistent_length(pre.n))
+    cate = ev.policy_keep("catekv", pre, mask)
+    assert sum(i.shape[1] for l in keep for i in l) == sum(i.shape[1] for l in cate for i in l)
+    with pytest.raises(ValueError, match="^retrieval"):
+        ev.policy_keep("duo", pre, mask)
+    gate = ev.duo_gates(model, batch, pre)
+    assert gate.shape == (2, 2) and ((gate >= -1e-6) & (gate <= 1)).all()
+    top = ev.retrieval_heads(gate, 1)
+    assert int(top.sum()) == 1 and gate[top] == gate.max()
+
 
 def test_catekv_select_keeps_sink_recent_top_chunks():
     n, H, B = 128, 3, 2
@@ -155,9 +234,10 @@ def test_equal_bytes_and_cache_accounting(model):
     batch = hybrid_recall(2, seed=4)
     pre = ev.Prefill(model, batch.prompt, CFG)
     mask = torch.tensor([[True, False], [False, False]])
-    keeps = {m: ev.policy_keep(m, pre, mask, generator=torch.Generator().manual_seed(0)) for m in ev.METHODS}
+    keeps = {m: ev.policy_keep(m, pre, mask, generator=torch.Generator().manual_seed(0), retrieval=mask)
+             for m in ev.METHODS}
     cate_len = sum(i.shape[1] for layer in keeps["catekv"] for i in layer)
-    for m in ("streaming", "snapkv", "random-heads", "no-critical"):
+    for m in ("streaming", "snapkv", "duo", "random-heads", "no-critical"):
         n_heads = sum(len(layer) for layer in keeps[m])
         other = sum(i.shape[1] for layer in keeps[m] for i in layer)
         assert abs(other - cate_len) <= n_heads  # equal bytes to +-1 token per head
@@ -168,6 +248,42 @@ def test_equal_bytes_and_cache_accounting(model):
     assert len(cache.groups[0]) == 2 and len(cache.groups[1]) == 1  # two physical caches where heads differ
     model.decode_step(batch.stream[:, 0], batch.prompt[:, -1], cache, pre.n)
     assert cache.nbytes() == expect(1) == kvcache.kv_bytes([cache.lengths(l) for l in range(2)], D)
+
+
+def test_from_prefill_refuses_duplicate_float_and_mixed_inputs():
+    B, H, n, D = 2, 2, 12, 4
+    ks = [torch.randn(B, H, n, D) for _ in range(2)]
+    vs = [torch.randn(B, H, n, D) for _ in range(2)]
+    ok = [[torch.arange(n).expand(B, n), torch.tensor([[0, 1, 5], [0, 2, 3]])] for _ in range(2)]
+    assert kvcache.HybridKVCache.from_prefill(ks, vs, ok).nbytes() == 2 * 2 * D * B * 2 * (n + 3)
+    dup = [ok[0], [ok[1][0], torch.tensor([[0, 1, 5], [0, 3, 3]])]]
+    with pytest.raises(ValueError, match="^keep: layer 1 head 1.*twice"):
+        kvcache.HybridKVCache.from_prefill(ks, vs, dup)
+    flt = [ok[0], [ok[1][0], torch.tensor([[0.0, 1.0, 5.0], [0.0, 2.0, 3.0]])]]
+    with pytest.raises(ValueError, match="^keep: layer 1 head 1.*integers"):
+        kvcache.HybridKVCache.from_prefill(ks, vs, flt)
+    with pytest.raises(ValueError, match="^ks"):
+        kvcache.HybridKVCache.from_prefill([ks[0], torch.randn(B, H, n, 2 * D)], vs, ok)
+    with pytest.raises(ValueError, match="^vs"):
+        kvcache.HybridKVCache.from_prefill(ks, [vs[0], torch.randn(B, H, n, 2 * D)], ok)
+
+
+def test_accuracy_concat_and_amdahl(model):
+    a, b = hybrid_recall(2, seed=1), hybrid_recall(3, seed=2)
+    both = ev.concat([a, b])
+    assert both.prompt.shape[0] == 5 and torch.equal(both[2:].prompt, b.prompt)
+    pre = ev.Prefill(model, both.prompt, CFG)
+    mask = torch.tensor([[True, False], [False, False]])
+    out = ev.accuracy(model, [both], [pre], "catekv", mask)
+    assert 0 <= out["acc"] <= 1 and out["ratio"] == pytest.approx(pre.n / ((pre.n + 3 * 56) / 4))
+    assert ev.amdahl(0.5, 2.0) == pytest.approx(4 / 3) and ev.amdahl(0.0, 5.0) == 1.0
+    with pytest.raises(ValueError, match="^fraction"):
+        ev.amdahl(1.5, 2.0)
+    rec = [{"device": "H200", "context": 131072, "batch": 1, "speedup_catekv_vs_kernel_full": 2.3},
+           {"device": "H200", "context": 32768, "batch": 1, "speedup_catekv_vs_kernel_full": 2.0},
+           {"device": "H200", "context": 131072, "batch": 8, "speedup_catekv_vs_kernel_full": 2.4}]
+    assert ev.measured_attention_speedup(rec) == {"speedup": 2.3, "context": 131072, "device": "H200"}
+    assert ev.measured_attention_speedup([]) is None
 
 
 def test_llama_projection():
@@ -181,7 +297,7 @@ def test_captured_mass_in_unit_interval(model):
     batch = hybrid_recall(2, seed=5, n_queries=2)
     pre = ev.Prefill(model, batch.prompt, CFG)
     m = ev.captured_mass(model, batch, pre)
-    assert m.shape == (2, 2) and (m > 0).all() and (m <= 1 + 1e-5).all()
+    assert m.shape == (2, 2, 2) and (m > 0).all() and (m <= 1 + 1e-5).all()
 
 
 # --- training and the shipped checkpoint ----------------------------------------------------------
@@ -203,4 +319,5 @@ def test_shipped_checkpoint_loads_into_the_current_model():
     assert meta["recipe"] == train.RECIPES["quick"]  # the shipped weights come from the current recipe
     assert (train.CHECKPOINTS / "decoder.pt").stat().st_size < 4_000_000
     batch = hybrid_recall(2, seed=0, **train.DATA["quick"])
-    assert m(batch.full_sequence()).shape == (2, 152, VOCAB.size)
+    assert m(batch.full_sequence()).shape == (2, 280, VOCAB.size)
+    assert meta["final"]["valid_acc_full_cache"] >= 0.95

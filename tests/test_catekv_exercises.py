@@ -1,15 +1,12 @@
-"""The CateKV exercise checkers: a right answer passes, and each classic mistake is named."""
+"""The CateKV exercise checkers: a right answer passes with its points, each classic mistake is named,
+a stub is reported as not done, and no solution is exported."""
 
-import math
-
+import pytest
 import torch
 
+import companion.exercises.catekv as ex
+from companion.catekv.cache import kv_bytes
 from companion.catekv.heads import head_cv
-from companion.exercises import catekv as ex
-
-
-def test_head_cv_checker_accepts_the_package():
-    assert ex.check_head_cv(lambda a, c, k: head_cv(a, c, k, 1.0)).passed
 
 
 def _cv(attn, c, k, *, unbiased=True, per_head=True, reduce="max", guard=True, flip=False):
@@ -28,34 +25,61 @@ def _cv(attn, c, k, *, unbiased=True, per_head=True, reduce="max", guard=True, f
     return mean / std if flip else std / mean
 
 
+def _kv(n, layers, hq, hkv, d, r, budget, tail, g, *, bpe=2, kv=2, heads=None, drop_tail=False, drop_g=False):
+    heads = hkv if heads is None else heads
+    na = round(r * heads)
+    tail = 0 if drop_tail else tail
+    g = 0 if drop_g else g
+    toks = na * (n + g) + (heads - na) * (min(n, budget + tail) + g)
+    return kv * bpe * d * layers * toks
+
+
+def test_head_cv_checker_accepts_the_package_and_a_right_answer():
+    for fn in (lambda a, c, k: head_cv(a, c, k, 1.0), _cv):
+        report = ex.check_head_cv(fn)
+        assert report.passed and repr(report) == "2" and "2 of 2 points" in str(report)
+
+
 def test_head_cv_checker_names_mistakes():
-    assert ex.check_head_cv(_cv).passed  # a from-scratch right answer
-    assert any("unbiased" in p for p in ex.check_head_cv(lambda a, c, k: _cv(a, c, k, unbiased=False)).problems)
-    assert any("per head" in p for p in ex.check_head_cv(lambda a, c, k: _cv(a, c, k, per_head=False)).problems)
-    assert any("largest" in p for p in ex.check_head_cv(lambda a, c, k: _cv(a, c, k, reduce="sum")).problems)
-    assert any("guard" in p for p in ex.check_head_cv(lambda a, c, k: _cv(a, c, k, guard=False)).problems)
-    assert any("std/mean" in p for p in ex.check_head_cv(lambda a, c, k: _cv(a, c, k, flip=True)).problems)
-    assert any("raised" in p for p in ex.check_head_cv(lambda a, c, k: 1 / 0).problems)
+    def problems(**kw):
+        return " ".join(ex.check_head_cv(lambda a, c, k: _cv(a, c, k, **kw)).problems)
+
+    assert "unbiased" in problems(unbiased=False)
+    assert "per head" in problems(per_head=False) and "eq. (" in problems(per_head=False)
+    assert "largest" in problems(reduce="sum")
+    assert "guard" in problems(guard=False)
+    assert "std/mean" in problems(flip=True)
+    assert "raised ZeroDivisionError" in " ".join(ex.check_head_cv(lambda a, c, k: 1 / 0).problems)
+    assert "one CV per head" in " ".join(ex.check_head_cv(lambda a, c, k: torch.zeros(7)).problems)
+    assert not ex.check_head_cv(lambda a, c, k: _cv(a, c, k, per_head=False)).passed
 
 
-def test_kv_bytes_checker():
-    assert ex.check_kv_bytes(ex.kv_bytes_answer).passed
+def test_kv_bytes_checker_accepts_a_right_answer_and_names_mistakes():
+    assert ex.check_kv_bytes(_kv).passed and repr(ex.check_kv_bytes(_kv)) == "2"
 
-    def variant(**change):
-        def fn(n, layers, hq, hkv, d, r, budget, tail, g):
-            a = dict(n=n, layers=layers, hq=hq, hkv=hkv, d=d, r=r, budget=budget, tail=tail, g=g, bpe=2, kv=2)
-            a.update(change)
-            heads = a["hq"] if change.get("hq") == "q" else a["hkv"]
-            if heads == "q":
-                heads = hq
-            na = round(a["r"] * heads)
-            toks = na * (n + a["g"]) + (heads - na) * (min(n, budget + a["tail"]) + a["g"])
-            return a["kv"] * a["bpe"] * d * layers * toks
-        return fn
+    def problems(**kw):
+        return " ".join(ex.check_kv_bytes(lambda *a: _kv(*a, **kw)).problems)
 
-    assert any("K and V" in p for p in ex.check_kv_bytes(variant(kv=1)).problems)
-    assert any("fp16" in p for p in ex.check_kv_bytes(variant(bpe=4)).problems)
-    assert any("KV head" in p for p in ex.check_kv_bytes(variant(hq="q")).problems)
-    assert any("tail" in p for p in ex.check_kv_bytes(variant(tail=0)).problems)
-    assert any("generated" in p for p in ex.check_kv_bytes(variant(g=0)).problems)
-    assert math.isclose(ex.kv_bytes_answer(131072, 32, 32, 8, 128, 1.0, 2048, 32, 0), 16 * 2**30)
+    assert "K and V" in problems(kv=1)
+    assert "fp16" in problems(bpe=4)
+    assert "KV head" in ex.check_kv_bytes(lambda n, l, hq, *rest: _kv(n, l, hq, *rest, heads=hq)).problems[0]
+    assert "tail" in problems(drop_tail=True)
+    assert "generated" in problems(drop_g=True)
+    assert "eq. (" in problems(kv=1) and "catekv-" not in problems(kv=1)
+    assert "return a number" in " ".join(ex.check_kv_bytes(lambda *a: "many").problems)
+
+
+def test_kv_bytes_checker_uses_the_package_accounting():
+    # Llama-3-8B at 128K, every head full: 16 GiB, as kv_bytes counts it
+    assert kv_bytes([[131_072] * 8] * 32, 128) == 16 * 2**30 == _kv(131_072, 32, 32, 8, 128, 1.0, 2048, 32, 0)
+    assert not hasattr(ex, "kv_bytes_answer") and set(ex.__all__) == {"check_head_cv", "check_kv_bytes"}
+
+
+@pytest.mark.parametrize("checker", [ex.check_head_cv, ex.check_kv_bytes])
+def test_a_stub_is_reported_as_not_done_and_scores_zero(checker):
+    def stub(*args):
+        raise NotImplementedError()
+
+    report = checker(stub)
+    assert report.not_done and not report.passed and repr(report) == "0"
+    assert "not done yet" in report._repr_markdown_() and "NotImplementedError" in str(report)

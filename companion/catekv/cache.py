@@ -29,6 +29,24 @@ def kv_bytes(lengths, head_dim: int, bytes_per_element: int = 2) -> int:
     return 2 * bytes_per_element * head_dim * total
 
 
+def _check_positions(idx, layer: int, h: int, B: int, n: int) -> None:
+    """``keep[layer][h]`` must be an integer tensor [B, l] of distinct positions in [0, n) per row."""
+    where = f"keep: layer {layer} head {h}"
+    if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.shape[0] != B:
+        raise ValueError(f"{where}: expected an integer tensor [B={B}, l], got {getattr(idx, 'shape', type(idx))}")
+    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+        raise ValueError(f"{where}: positions must be integers (torch.long), got {idx.dtype}")
+    if idx.numel() == 0:
+        return
+    if int(idx.min()) < 0 or int(idx.max()) >= n:
+        raise ValueError(f"{where}: positions must lie in [0, {n})")
+    ordered = idx.sort(dim=1).values
+    if (ordered[:, 1:] == ordered[:, :-1]).any():
+        b = int((ordered[:, 1:] == ordered[:, :-1]).any(1).nonzero()[0])
+        raise ValueError(f"{where}: sequence {b} keeps a position twice; each kept position must be distinct "
+                         "(it would be counted twice in the bytes and in the attention)")
+
+
 class HybridKVCache:
     """Per layer, groups of KV heads with equal kept lengths, each one tensor [B, H_group, length, D]."""
 
@@ -38,37 +56,45 @@ class HybridKVCache:
 
     @classmethod
     def from_prefill(cls, ks: list[torch.Tensor], vs: list[torch.Tensor], keep: list[list[torch.Tensor]]):
-        """``ks``/``vs``: per layer [B, Hkv, n, D] (post-RoPE); ``keep[layer][h]``: LongTensor [B, l_h] of the
-        prompt positions head ``h`` keeps (order free: keys carry their rotation already)."""
-        if len(ks) != len(keep) or len(vs) != len(ks):
+        """``ks``/``vs``: per layer [B, Hkv, n, D] (post-RoPE), one shape for every layer and for K and V;
+        ``keep[layer][h]``: an integer tensor [B, l_h] of the distinct prompt positions head ``h`` keeps
+        (order free: keys carry their rotation already). Raises ``ValueError`` naming the argument."""
+        if not isinstance(ks, (list, tuple)) or not ks or len(vs) != len(ks):
+            raise ValueError(f"vs: expected one [B, Hkv, n, D] tensor per layer in ks and vs, got "
+                             f"{len(ks) if isinstance(ks, (list, tuple)) else type(ks).__name__} and {len(vs)}")
+        shape = tuple(ks[0].shape)
+        for layer, (k, v) in enumerate(zip(ks, vs)):
+            if k.dim() != 4 or tuple(k.shape) != shape:
+                raise ValueError(f"ks: layer {layer} has shape {tuple(k.shape)}; every layer needs the shape "
+                                 f"[B, Hkv, n, D] = {shape} (one head dim for the whole cache)")
+            if tuple(v.shape) != shape:
+                raise ValueError(f"vs: layer {layer} has shape {tuple(v.shape)}, expected the keys' {shape}")
+        if len(keep) != len(ks):
             raise ValueError(f"keep: expected one entry per layer ({len(ks)}), got {len(keep)}")
+        B, H, n, D = shape
         groups = []
         for layer, (k, v) in enumerate(zip(ks, vs)):
-            B, H, n, D = k.shape
             if len(keep[layer]) != H:
                 raise ValueError(f"keep: layer {layer} needs one index tensor per KV head ({H}), got {len(keep[layer])}")
             by_len: dict[int, list[int]] = {}
             for h, idx in enumerate(keep[layer]):
-                if idx.dim() != 2 or idx.shape[0] != B:
-                    raise ValueError(f"keep: layer {layer} head {h}: expected [B={B}, l], got {tuple(idx.shape)}")
-                if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= n):
-                    raise ValueError(f"keep: layer {layer} head {h}: positions must lie in [0, {n})")
+                _check_positions(idx, layer, h, B, n)
                 by_len.setdefault(idx.shape[1], []).append(h)
             layer_groups = []
             for length, heads in sorted(by_len.items(), reverse=True):
-                idx = torch.stack([keep[layer][h] for h in heads], 1)  # [B, Hg, l]
-                hi = torch.tensor(heads)
+                idx = torch.stack([keep[layer][h].to(k.device) for h in heads], 1)  # [B, Hg, l]
+                hi = torch.tensor(heads, device=k.device)
                 gk = k[:, hi].gather(2, idx[..., None].expand(-1, -1, -1, D))
                 gv = v[:, hi].gather(2, idx[..., None].expand(-1, -1, -1, D))
                 layer_groups.append((hi, gk, gv))
             groups.append(layer_groups)
-        return cls(groups, ks[0].shape[1])
+        return cls(groups, H)
 
     @classmethod
     def full(cls, ks, vs):
         """The full cache: every head keeps every prompt position, in order."""
         B, H, n, _ = ks[0].shape
-        keep = [[torch.arange(n).expand(B, n)] * H for _ in ks]
+        keep = [[torch.arange(n, device=ks[0].device).expand(B, n)] * H for _ in ks]
         return cls.from_prefill(ks, vs, keep)
 
     def append(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
@@ -79,7 +105,7 @@ class HybridKVCache:
     def lengths(self, layer: int) -> torch.Tensor:
         """Kept length of every (sequence, KV head) of ``layer``: [B, Hkv]."""
         B = self.groups[layer][0][1].shape[0]
-        out = torch.zeros(B, self.n_kv_heads, dtype=torch.long)
+        out = torch.zeros(B, self.n_kv_heads, dtype=torch.long, device=self.groups[layer][0][1].device)
         for hi, k, _ in self.groups[layer]:
             out[:, hi] = k.shape[2]
         return out
@@ -109,7 +135,7 @@ class HybridKVCache:
         out = torch.empty_like(q)
         probs = None
         for hi, k, v in self.groups[layer]:
-            qh = (hi[:, None] * G + torch.arange(G)).flatten()
+            qh = (hi[:, None] * G + torch.arange(G, device=q.device)).flatten()
             qg = q[:, qh].view(B, len(hi), G, D)
             s = qg @ k.transpose(-1, -2) / math.sqrt(D)  # [B, Hg, G, L]
             p = s.softmax(-1)

@@ -15,9 +15,9 @@ import math
 
 import torch
 
-from companion.validation import as_positive_int, as_probability
+from companion.validation import as_choice, as_positive_int, as_probability
 
-__all__ = ["middle_region", "middle_attention", "chunk_hits", "head_cv", "collect_cv", "static_head_mask"]
+__all__ = ["middle_region", "middle_attention", "chunk_hits", "head_cv", "collect_cv", "head_votes", "static_head_mask"]
 
 
 def middle_region(n: int, chunk: int, init: int, recent: int, tail_reserve: int = 8) -> tuple[int, int, int]:
@@ -102,22 +102,35 @@ def collect_cv(model, prompts: torch.Tensor, cfg) -> torch.Tensor:
     return torch.stack(cvs, 1)
 
 
-def static_head_mask(cv: torch.Tensor, adaptive_ratio: float) -> torch.Tensor:
-    """The static head mask (True = adaptive) from per-sample CVs ``cv`` [N, L, Hkv].
-
-    In each sample, the heads with CV at or below that sample's ``adaptive_ratio``-quantile get a vote;
-    the ``ceil(r L Hkv)`` heads with the most votes are adaptive (ties broken by the lower mean CV).
-    """
+def head_votes(cv: torch.Tensor, adaptive_ratio: float) -> torch.Tensor:
+    """Votes of the static head mask: in how many samples each head's CV is at or below that sample's
+    ``adaptive_ratio``-quantile (``cv`` [N, L, Hkv] -> [L, Hkv])."""
     r = as_probability(adaptive_ratio, "adaptive_ratio", low_open=False, high_open=False)
     if not isinstance(cv, torch.Tensor) or cv.dim() != 3 or cv.shape[0] == 0:
         raise ValueError(f"cv: expected a tensor [N, L, Hkv] with N >= 1, got {getattr(cv, 'shape', type(cv))}")
     if not torch.isfinite(cv).all():
         raise ValueError("cv: contains NaN or Inf")
     N, L, H = cv.shape
-    n_adaptive = math.ceil(round(r * L * H, 9))
     flat = cv.reshape(N, L * H).double()
-    votes = (flat <= torch.quantile(flat, r, dim=1, keepdim=True)).sum(0).double()
-    order = sorted(range(L * H), key=lambda i: (-votes[i].item(), flat[:, i].mean().item()))
+    return (flat <= torch.quantile(flat, r, dim=1, keepdim=True)).sum(0).view(L, H)
+
+
+def static_head_mask(cv: torch.Tensor, adaptive_ratio: float, ranking: str = "vote") -> torch.Tensor:
+    """The static head mask (True = adaptive) from per-sample CVs ``cv`` [N, L, Hkv].
+
+    ``ranking="vote"`` (the official ``static.py``): the ``ceil(r L Hkv)`` heads with the most
+    :func:`head_votes` are adaptive, ties broken by the lower mean CV. ``ranking="mean"``: the heads with
+    the lowest CV averaged over the samples.
+    """
+    ranking = as_choice(ranking, "ranking", ("vote", "mean"))
+    votes = head_votes(cv, adaptive_ratio).flatten().double()
+    N, L, H = cv.shape
+    n_adaptive = math.ceil(round(adaptive_ratio * L * H, 9))
+    mean = cv.reshape(N, L * H).double().mean(0)
+    if ranking == "vote":
+        order = sorted(range(L * H), key=lambda i: (-votes[i].item(), mean[i].item()))
+    else:
+        order = mean.argsort().tolist()
     mask = torch.zeros(L * H, dtype=torch.bool)
     mask[order[:n_adaptive]] = True
     return mask.view(L, H)

@@ -17,8 +17,8 @@ from companion.validation import as_positive_int, as_probability
 
 from .heads import middle_region
 
-__all__ = ["CateKVConfig", "chunk_scores", "catekv_select", "streaming_select", "snapkv_select",
-           "equal_bytes_per_head"]
+__all__ = ["CateKVConfig", "chunk_scores", "catekv_select", "streaming_select", "smooth_scores", "snapkv_select",
+           "duo_select", "equal_bytes_per_head"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class CateKVConfig:
     """Hyper-parameters (paper's names): budget B, chunk c, sink I, recent R, window W (``last_q``), tail,
     adaptive ratio r, and the CV threshold (k = ``top_threshold``, f = ``top_fraction``)."""
 
-    budget: int = 24
+    budget: int = 48
     chunk: int = 4
     init: int = 4
     recent: int = 16
@@ -84,51 +84,78 @@ def catekv_select(attn_mid: torch.Tensor, n: int, is_adaptive: torch.Tensor, cfg
     B, H, W, T = attn_mid.shape
     if T != end - start:
         raise ValueError(f"attn_mid: expected {end - start} middle tokens for n = {n}, got {T}")
-    is_adaptive = torch.as_tensor(is_adaptive, dtype=torch.bool)
+    is_adaptive = torch.as_tensor(is_adaptive, dtype=torch.bool).cpu()
     if is_adaptive.shape != (H,):
         raise ValueError(f"is_adaptive: expected shape [{H}], got {tuple(is_adaptive.shape)}")
-    sink = torch.arange(cfg.init).expand(B, -1)
+    dev = attn_mid.device
+    sink = torch.arange(cfg.init, device=dev).expand(B, -1)
     keep = []
     for h in range(H):
         if is_adaptive[h]:
-            keep.append(torch.arange(n).expand(B, n))
+            keep.append(torch.arange(n, device=dev).expand(B, n))
         elif critical:
             top = chunk_scores(attn_mid[:, h], cfg.chunk).topk(cfg.n_critical_chunks, dim=-1).indices  # [B, k]
-            toks = (start + top[..., None] * cfg.chunk + torch.arange(cfg.chunk)).flatten(1)
-            keep.append(torch.cat([sink, toks, torch.arange(end, n).expand(B, -1)], 1))
-        else:  # no critical tokens: the same bytes as a longer recent window
+            toks = (start + top[..., None] * cfg.chunk + torch.arange(cfg.chunk, device=dev)).flatten(1)
+            keep.append(torch.cat([sink, toks, torch.arange(end, n, device=dev).expand(B, -1)], 1))
+        else:  # no critical tokens: the same bytes as a longer recent window (a streaming head)
             window = cfg.consistent_length(n) - cfg.init
-            keep.append(torch.cat([sink, torch.arange(n - window, n).expand(B, -1)], 1))
+            keep.append(torch.cat([sink, torch.arange(n - window, n, device=dev).expand(B, -1)], 1))
     return keep
 
 
-def streaming_select(n: int, sink: int, window: int, n_heads: int, batch: int) -> list[torch.Tensor]:
+def streaming_select(n: int, sink: int, window: int, n_heads: int, batch: int,
+                     device: torch.device | str | None = None) -> list[torch.Tensor]:
     """StreamingLLM: every head keeps the first ``sink`` and the last ``window`` positions."""
     n, n_heads, batch = as_positive_int(n, "n"), as_positive_int(n_heads, "n_heads"), as_positive_int(batch, "batch")
     sink, window = as_positive_int(sink, "sink", minimum=0), as_positive_int(window, "window", minimum=0)
     if sink + window > n:
         raise ValueError(f"window: sink + window ({sink + window}) exceeds the prompt length {n}")
-    idx = torch.cat([torch.arange(sink), torch.arange(n - window, n)]).expand(batch, -1)
-    return [idx] * n_heads
+    idx = torch.cat([torch.arange(sink, device=device), torch.arange(n - window, n, device=device)])
+    return [idx.expand(batch, -1)] * n_heads
+
+
+def smooth_scores(score: torch.Tensor, pool: int) -> torch.Tensor:
+    """Average of ``score`` [..., L] over a window of ``pool`` positions around each one (the window
+    ``[i - (pool - 1) // 2, i + pool // 2]``, clipped to ``[0, L)``): exactly ``L`` outputs for odd and
+    even ``pool`` alike, so no smoothed score falls outside the positions it scores."""
+    pool = as_positive_int(pool, "pool")
+    L = score.shape[-1]
+    lo = (torch.arange(L, device=score.device) - (pool - 1) // 2).clamp(0, L)
+    hi = (torch.arange(L, device=score.device) + pool // 2 + 1).clamp(0, L)
+    csum = F.pad(score.cumsum(-1), (1, 0))
+    return (csum[..., hi] - csum[..., lo]) / (hi - lo).to(score.dtype)
 
 
 def snapkv_select(attn_all: torch.Tensor, budget: int, recent: int, pool: int = 3) -> list[torch.Tensor]:
     """SnapKV-like: per head, the recent window plus the ``budget - recent`` earlier positions with the most
-    window attention (summed over the window queries, smoothed by an average pool of width ``pool``).
+    window attention (summed over the window queries, smoothed over ``pool`` positions, :func:`smooth_scores`).
 
-    ``attn_all`` [B, Hkv, W, n]: the window's (causal) attention over the whole prompt."""
+    ``attn_all`` [B, Hkv, W, n]: the window's (causal) attention over the whole prompt. The earlier
+    positions are chosen among ``[0, n - recent)``, so none is kept twice."""
+    if not isinstance(attn_all, torch.Tensor) or attn_all.dim() != 4:
+        raise ValueError(f"attn_all: expected a tensor [B, Hkv, W, n], got {getattr(attn_all, 'shape', attn_all)}")
     if not torch.isfinite(attn_all).all():
         raise ValueError("attn_all: contains NaN or Inf")
     B, H, W, n = attn_all.shape
     budget, recent = as_positive_int(budget, "budget"), as_positive_int(recent, "recent", minimum=0)
     if not recent <= budget <= n:
         raise ValueError(f"budget: expected recent ({recent}) <= budget <= n ({n}), got {budget}")
-    score = attn_all[..., : n - recent].sum(2)  # [B, H, n - recent]
-    score = F.avg_pool1d(score.reshape(B * H, 1, -1), pool, stride=1, padding=pool // 2,
-                         count_include_pad=False).view(B, H, -1)
+    score = smooth_scores(attn_all[..., : n - recent].sum(2), pool)  # [B, H, n - recent]
     top = score.topk(budget - recent, dim=-1).indices
-    tail = torch.arange(n - recent, n).expand(B, -1)
+    tail = torch.arange(n - recent, n, device=attn_all.device).expand(B, -1)
     return [torch.cat([top[:, h], tail], 1) for h in range(H)]
+
+
+def duo_select(is_retrieval: torch.Tensor, n: int, sink: int, window: int, batch: int,
+               device: torch.device | str | None = None) -> list[torch.Tensor]:
+    """DuoAttention-like: a retrieval head keeps all ``n`` positions, a streaming head the first ``sink``
+    and the last ``window`` (``is_retrieval`` [Hkv] bool, from :func:`companion.catekv.evaluate.retrieval_heads`)."""
+    is_retrieval = torch.as_tensor(is_retrieval, dtype=torch.bool).cpu()
+    if is_retrieval.dim() != 1:
+        raise ValueError(f"is_retrieval: expected a bool tensor [Hkv], got shape {tuple(is_retrieval.shape)}")
+    streaming = streaming_select(n, sink, window, len(is_retrieval), batch, device)
+    full = torch.arange(n, device=device).expand(batch, n)
+    return [full if r else s for r, s in zip(is_retrieval.tolist(), streaming)]
 
 
 def equal_bytes_per_head(keep_per_layer: list[list[torch.Tensor]]) -> int:

@@ -1,10 +1,12 @@
-"""Checkers for the exercises of the chapter *CateKV*.
+"""Checkers for the exercises of the chapter *CateKV: consistent heads, adaptive heads and a hybrid KV cache*.
 
 * :func:`check_head_cv` -- exercise 1, the CV of each head from its window attention, eqs.
-  (catekv-threshold), (catekv-hits) and (catekv-cv);
-* :func:`check_kv_bytes` -- exercise 2, the bytes a CateKV cache keeps, eq. (catekv-bytes).
+  (catekv-threshold), (catekv-hits) and (catekv-cv), 2 points;
+* :func:`check_kv_bytes` -- exercise 2, the bytes a CateKV cache keeps, eq. (catekv-bytes), 2 points.
 
-Each runs the student's function on cases built to expose one classic mistake and names it.
+Each runs the student's function on cases built to expose one classic mistake and names it,
+comparing with :mod:`companion.catekv` (the CV of :func:`~companion.catekv.heads.head_cv`, the byte
+accounting of :func:`~companion.catekv.cache.kv_bytes`).
 """
 
 from __future__ import annotations
@@ -14,18 +16,11 @@ from collections.abc import Callable
 
 import torch
 
+from companion.catekv.cache import kv_bytes
 from companion.catekv.heads import head_cv
-from companion.exercises import Report
+from companion.exercises import Report, eq
 
-__all__ = ["check_head_cv", "check_kv_bytes", "kv_bytes_answer"]
-
-
-def _call(report: Report, fn: Callable, *args, what: str):
-    try:
-        return fn(*args)
-    except Exception as err:  # the student's code may raise anything
-        report.check(False, f"raised {type(err).__name__}: {err} ({what})")
-        return None
+__all__ = ["check_head_cv", "check_kv_bytes"]
 
 
 def _cases() -> dict[str, tuple[torch.Tensor, int, float]]:
@@ -51,12 +46,16 @@ def _cases() -> dict[str, tuple[torch.Tensor, int, float]]:
 
 def check_head_cv(fn: Callable) -> Report:
     """Check ``fn(attn_mid [H, W, T], chunk, top_threshold) -> cv [H]`` (top_fraction = 1)."""
-    report = Report("Exercise 1 (the CV of each head)")
+    report = Report("Exercise 1 (the CV of each head)", points=2)
     for name, (attn, c, k) in _cases().items():
-        got = _call(report, fn, attn.clone(), c, k, what=f"case {name!r}, attn_mid of shape {tuple(attn.shape)}")
+        got = report.call(fn, attn.clone(), c, k, what=f"case {name!r}, attn_mid of shape {tuple(attn.shape)}")
         if got is None:
             return report
-        got = torch.as_tensor(got, dtype=torch.float64).reshape(-1)
+        try:
+            got = torch.as_tensor(got, dtype=torch.float64).reshape(-1)
+        except (TypeError, ValueError, RuntimeError):
+            report.check(False, f"case {name!r}: returned {type(got).__name__}, not a tensor of one CV per head")
+            return report
         want = head_cv(attn, c, k, 1.0).double()
         if not report.check(got.shape == want.shape, f"case {name!r}: returned {got.numel()} values for "
                             f"{attn.shape[0]} heads; return one CV per head"):
@@ -72,55 +71,58 @@ def check_head_cv(fn: Callable) -> Report:
         if torch.allclose(got, hits_biased, rtol=1e-6, atol=1e-9):
             problem = "the population std (divides by M); the CV here uses the unbiased std (M - 1)"
         elif name == "planted" and got[2] < want[2] - 1e-6 and torch.allclose(got[:2], want[:2], rtol=1e-6):
-            problem = ("head 2 (tiny weights) is off: the threshold must be computed per head from that head's own "
-                       "values, not once for all heads")
+            problem = (f"head 2 (tiny weights) is off: the threshold of {eq('catekv-threshold')} is computed per "
+                       "head from that head's own values, not once for all heads")
         elif torch.allclose(got[want > 0], 1 / want[want > 0], rtol=1e-6):
-            problem = "you return mean/std: the CV is std/mean (high = consistent)"
+            problem = f"you return mean/std: the CV of {eq('catekv-cv')} is std/mean (high = consistent)"
         elif name == "sum-vs-max":
-            problem = ("a chunk is hit when its *largest* weight exceeds the threshold, not its sum, and hits are "
-                       "counted per query")
+            problem = (f"a chunk is hit when its *largest* weight exceeds the threshold, not its sum, and hits are "
+                       f"counted per query ({eq('catekv-hits')})")
         else:
-            problem = "values differ from eq. (catekv-cv)"
+            problem = f"the values differ from {eq('catekv-cv')}"
         report.check(False, f"case {name!r}: you return {[round(x, 4) for x in got.tolist()]}, expected "
                             f"{[round(x, 4) for x in want.tolist()]}: {problem}.")
     return report
 
 
-def kv_bytes_answer(n, layers, q_heads, kv_heads, head_dim, adaptive_ratio, budget, tail, generated,
-                    bytes_per_element=2) -> int:
-    """The reference answer of exercise 2: round(r * Hkv) adaptive KV heads per layer keep n + g tokens, the
-    others budget + tail + g; K and V, ``bytes_per_element`` each."""
+def _expected_bytes(n, layers, kv_heads, head_dim, adaptive_ratio, budget, tail, generated) -> int:
+    """The package's byte accounting for the kept lengths of exercise 2: round(r Hkv) adaptive KV heads per
+    layer keep n + g tokens, the others min(n, budget + tail) + g."""
     n_adapt = round(adaptive_ratio * kv_heads)
-    tokens = n_adapt * (n + generated) + (kv_heads - n_adapt) * (min(n, budget + tail) + generated)
-    return 2 * bytes_per_element * head_dim * layers * tokens
+    per_layer = [n + generated] * n_adapt + [min(n, budget + tail) + generated] * (kv_heads - n_adapt)
+    return kv_bytes([per_layer] * layers, head_dim)
 
 
 def check_kv_bytes(fn: Callable) -> Report:
     """Check ``fn(n, layers, q_heads, kv_heads, head_dim, adaptive_ratio, budget, tail, generated) -> bytes`` (fp16)."""
-    report = Report("Exercise 2 (KV byte accounting)")
+    report = Report("Exercise 2 (KV byte accounting)", points=2)
     cases = [(131_072, 32, 32, 8, 128, 0.5, 2048, 32, 0), (131_072, 32, 32, 8, 128, 0.25, 2048, 32, 100),
-             (128, 3, 4, 4, 16, 0.25, 24, 8, 23), (4096, 2, 8, 2, 64, 0.0, 512, 0, 7)]
+             (256, 3, 4, 4, 16, 0.25, 48, 8, 23), (4096, 2, 8, 2, 64, 0.0, 512, 0, 7)]
     for args in cases:
-        got = _call(report, fn, *args, what=f"arguments {args}")
+        got = report.call(fn, *args, what=f"arguments {args}")
         if got is None:
             return report
-        want = kv_bytes_answer(*args)
-        if report.check(isinstance(got, (int, float)) and got == want, ""):
-            continue
-        report.problems.pop()
         n, layers, hq, hkv, d, r, budget, tail, g = args
+        want = _expected_bytes(n, layers, hkv, d, r, budget, tail, g)
+        if isinstance(got, bool) or not isinstance(got, (int, float)):
+            report.check(False, f"for {args} you return {type(got).__name__}; return a number of bytes")
+            continue
+        if got == want:
+            report.check(True, "")
+            continue
         hints = {
             "you count K only: the cache holds K and V (factor 2)": want / 2,
             "you count 4 bytes per element (fp32): the accounting is fp16 (2 bytes)": want * 2,
             "you count query heads: the cache is per KV head (GQA shares K/V across a group)":
-                kv_bytes_answer(n, layers, hq, hq, d, r, budget, tail, g),
+                _expected_bytes(n, layers, hq, d, r, budget, tail, g),
             "you forget the tail the consistent heads keep (n - chunk_end)":
-                kv_bytes_answer(n, layers, hq, hkv, d, r, budget, 0, g),
+                _expected_bytes(n, layers, hkv, d, r, budget, 0, g),
             "you forget the tokens generated after the prompt (they go to every head)":
-                kv_bytes_answer(n, layers, hq, hkv, d, r, budget, tail, 0),
+                _expected_bytes(n, layers, hkv, d, r, budget, tail, 0),
             "you swapped the groups: the adaptive heads (a fraction r) keep everything":
-                kv_bytes_answer(n, layers, hq, hkv, d, 1 - r, budget, tail, g),
+                _expected_bytes(n, layers, hkv, d, 1 - r, budget, tail, g),
         }
-        named = [h for h, v in hints.items() if isinstance(got, (int, float)) and got == v and v != want]
-        report.check(False, f"for {args} you return {got}, expected {want}" + (f": {named[0]}." if named else "."))
+        named = [h for h, v in hints.items() if got == v and v != want]
+        report.check(False, f"for {args} you return {got}, {eq('catekv-bytes')} gives {want}"
+                            + (f": {named[0]}." if named else "."))
     return report
