@@ -5,6 +5,7 @@ import contextlib
 import inspect
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,50 @@ def test_the_repository_results_are_gpu_measurements():
     for kernel in kernels.KERNELS:
         for record in kernels.load_benchmark(kernel):
             assert not record["smoke"] and "interpreter" not in record["device"]
+
+
+# --- the autotuned launches, run under the interpreter -------------------------------------------
+
+def cpu_bench(fn, quantiles=None, **kwargs):
+    """The autotuner's benchmarker, timed on the CPU (the interpreter has no GPU driver to time with)."""
+    t0 = time.perf_counter()
+    fn()
+    t = time.perf_counter() - t0
+    return [t, t, t]
+
+
+@pytest.mark.skipif(not kernels.INTERPRET, reason="on a GPU the autotuned launch is tested in the kernel tests")
+def test_the_autotuned_launches_run_and_pick_a_config(monkeypatch):
+    """What a GPU runs by default (no fixed tile): the autotuner tries every config that fits and
+    keeps one; here it times them on the CPU, so the GPU-only code path has run before a GPU does."""
+    for module, tuner in ((bsa, bsa._block_sparse_fwd_tuned), (sda, sda._sparse_decode_kernel_tuned)):
+        monkeypatch.setattr(module, "INTERPRET", False)  # the launcher's choice, as on a GPU
+        monkeypatch.setitem(tuner.__dict__, "do_bench", cpu_bench)
+    q, k, v = (torch.randn(1, 1, 100, 16) for _ in range(3))
+    mask = torch.tensor([[True, False], [True, True]])
+    plan = bsa.prepare_block_sparse_attention(q, k, v, mask, 64, backend="triton")
+    assert plan.autotuned
+    torch.testing.assert_close(plan.run(q, k, v), bsa.block_sparse_attention_reference(q, k, v, mask, 64),
+                               atol=1e-5, rtol=1e-5)
+    fits = [{**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
+            for c in bsa._tiles_fit(bsa.CONFIGS, {}, MASK_BLOCK=64)]
+    assert plan.config in fits
+    kc, off, lens = torch.randn(300, 16), torch.tensor([[0, 200]]), torch.tensor([[200, 100]])
+    qd = torch.randn(1, 4, 16)
+    dplan = sda.prepare_sparse_decode_attention(qd, kc, kc, off, lens, backend="triton", num_splits=2)
+    assert dplan.autotuned
+    torch.testing.assert_close(dplan.run(qd, kc, kc), sda.sparse_decode_attention_reference(qd, kc, kc, off, lens),
+                               atol=1e-5, rtol=1e-5)
+    assert dplan.config in [{**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages} for c in sda.CONFIGS]
+
+
+@needs_triton
+@pytest.mark.parametrize("config", bsa.CONFIGS, ids=str)
+def test_every_autotune_config_equals_the_reference(config):
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 1, 130, 16, generator=g) for _ in range(3))
+    mask = torch.tensor([[True, True], [False, True]])
+    out = bsa.block_sparse_attention(q, k, v, mask, 128, backend="triton", block_m=config.kwargs["BLOCK_M"],
+                                     block_n=config.kwargs["BLOCK_N"], num_warps=config.num_warps,
+                                     num_stages=config.num_stages)
+    torch.testing.assert_close(out, bsa.block_sparse_attention_reference(q, k, v, mask, 128), atol=1e-5, rtol=1e-5)
