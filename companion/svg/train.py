@@ -7,8 +7,8 @@ Entry point (writes ``companion/svg/checkpoints/tiny_dit.pt`` and ``tiny_dit.jso
 
     python -m companion.svg.train --scale quick|full [--out DIR] [--seed 0] [--steps K]
 
-``quick`` is the recipe of the shipped checkpoint: 3,000 steps of 16 videos on one CPU thread
-(15 to 30 minutes). ``full`` trains a wider, deeper model on larger frames, on a GPU when
+``quick`` is the recipe of the shipped checkpoint: 1,500 steps of 16 videos on one CPU thread
+(10 to 20 minutes). ``full`` trains a wider, deeper model on larger frames, on a GPU when
 there is one. Both stop after a fixed number of steps, never on a clock.
 """
 
@@ -41,7 +41,7 @@ VALID = dict(n=64, seed=4321)  # validation videos of the training log (fixed no
 _DATA = dict(frames=16, size=16, channels=1, max_shapes=2, texture=0.15, flicker=0.1)
 _MODEL = dict(frames=16, size=16, channels=1, patch=4, dim=64, depth=4, heads=4, n_cond=16)
 RECIPES = {  # a fixed number of steps on a fixed number of threads: the same weights on any CPU
-    "quick": dict(n_videos=4096, steps=3000, batch_size=16, lr=2e-3, seed=0, threads=1,
+    "quick": dict(n_videos=4096, steps=1500, batch_size=16, lr=2e-3, seed=0, threads=1,
                   data=_DATA, model=_MODEL),
     "full": dict(n_videos=20000, steps=20000, batch_size=32, lr=1e-3, seed=0, threads=1,
                  data={**_DATA, "size": 32}, model={**_MODEL, "size": 32, "dim": 128, "depth": 6}),
