@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from companion.kernels import block_sparse_attention as bsa
-from companion.svg import data, masks, metrics, model, profiling, sparse, train
+from companion.svg import analysis, data, masks, metrics, model, profiling, sparse, train
 from companion.svg.layout import VideoLayout, to_frame_major, to_token_major, token_major_perm
 
 TOY = VideoLayout(16, 8, 64)
@@ -105,6 +105,20 @@ def test_profiling_classifies_planted_heads(seed):
     assert profiling.oracle_head_types(q, k, v, cand)[1].tolist() == [[0, 1]]
 
 
+def test_attention_mass_finds_the_planted_patterns_and_uniform_attention():
+    q, k, v, layout = planted(0)
+    m = masks.svg_masks(layout, 16, 0)  # own frame / own patch in every frame
+    rows = torch.arange(layout.c, layout.n)
+    mass = profiling.attention_mass(q, k, [m["spatial"], m["temporal"]], rows)
+    assert mass.shape == (2, 1, 2)
+    assert mass[0, 0, 0] > 0.75 and mass[1, 0, 1] > 0.75  # each planted head inside its mask
+    assert mass[1, 0, 0] < 0.5 and mass[0, 0, 1] < 0.5
+    uniform = profiling.attention_mass(torch.zeros_like(q), k, [m["spatial"]], rows)
+    assert torch.allclose(uniform, m["spatial"][rows].float().mean(), atol=1e-6)
+    with pytest.raises(ValueError, match="^masks"):
+        profiling.attention_mass(q, k, [])
+
+
 def test_profiling_bad_input():
     q, k, v, layout = planted(0)
     m = masks.svg_masks(layout, 16, 1)
@@ -146,6 +160,65 @@ def test_svg_pipeline_equals_masked_dense_attention(backend):
         sparse.svg_attention(q[..., :-1, :], k, v, layout, types, m["block"], 16)
 
 
+def test_svg_attention_fast_cpu_path_equals_the_kernel_reference():
+    layout = VideoLayout(16, 4, 16)
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 3, layout.n, 16, generator=g) for _ in range(3))
+    m = masks.svg_masks(layout, 16, 1)
+    types = torch.tensor([[True, False, True]])
+    fast = sparse.svg_attention(q, k, v, layout, types, m["block"], 16, backend="auto")
+    ref = sparse.svg_attention(q, k, v, layout, types, m["block"], 16, backend="torch")
+    torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="^backend"):
+        sparse.svg_attention(q, k, v, layout, types, m["block"], 16, backend="sdpa")
+
+
+def test_kernel_errors_are_small_on_the_reference_path():
+    layout = VideoLayout(16, 4, 16)
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 2, layout.n, 16, generator=g) for _ in range(3))
+    errs = analysis.kernel_errors(q, k, v, layout, torch.tensor([[False, True]]), 16, 1, "torch")
+    assert set(errs) == {"kernel", "pipeline", "awkward"} and max(errs.values()) < 1e-5
+
+
+def test_head_recorder_summary_with_all_rows_is_the_oracle():
+    torch.manual_seed(0)
+    net = model.TinyVideoDiT(frames=4, size=8, patch=2, dim=32, depth=2, heads=2).eval()
+    layout = net.layout
+    m = masks.svg_masks(layout, 16, 0)
+    rec = analysis.HeadRecorder(layout, [m["spatial"], m["temporal"]], (2, layout.n), draws=2,
+                                dense_steps=1, dense_layers=(0,), keep=1)
+    y, noise = torch.tensor([0, 3]), torch.randn(2, 4, 1, 8, 8)
+    recorded = model.sample(net, y, noise, steps=3, attn_fn=rec)
+    torch.testing.assert_close(recorded, model.sample(net, y, noise, steps=3))  # it only watches
+    assert rec.sparse_pairs == [(1, 1), (1, 2)] and set(rec.kept) == {0, 1}
+    summary = analysis.head_summary(rec)
+    assert summary["decisions"] == 2 * 2 * 2
+    assert summary["agreement"][layout.n] == 1.0 and summary["regret"][layout.n] == 0.0
+    assert summary["regret"][2] >= 0.0 and 0.0 <= summary["clear"] <= 1.0
+    assert 0.0 <= summary["mass_best"] <= 1.0
+
+
+def test_amdahl_and_measured_speedup():
+    assert analysis.amdahl(0.8, 0.2, 3.5) == pytest.approx(1.84, abs=0.005)  # the worked examples
+    assert analysis.amdahl(0.85, 0.1, 3.5) == pytest.approx(2.20, abs=0.005)
+    assert analysis.amdahl(0.5, 1.0, 10.0) == pytest.approx(1.0)  # all steps dense: no gain
+    with pytest.raises(ValueError, match="^dense_frac"):
+        analysis.amdahl(0.8, 1.5, 2.0)
+    with pytest.raises(ValueError, match="^attn_speedup"):
+        analysis.amdahl(0.8, 0.2, 0.0)
+    assert analysis.measured_speedup([], 0.25) is None
+    recs = [{"smoke": True, "shape": "hunyuanvideo-720p", "density": 0.25, "speedup": {"sdpa": 9.0}},
+            {"smoke": False, "shape": "hunyuanvideo-720p", "density": 0.1, "speedup": {"sdpa": 6.0},
+             "device": "H200"},
+            {"smoke": False, "shape": "hunyuanvideo-720p", "density": 0.26, "speedup": {"sdpa": 3.0},
+             "device": "H200"},
+            {"smoke": False, "shape": "cogvideox-1.5", "density": 0.25, "speedup": {"sdpa": 2.0}}]
+    got = analysis.measured_speedup(recs, 0.25)
+    assert got == {"speedup": 3.0, "density": 0.26, "device": "H200", "shape": "hunyuanvideo-720p"}
+    assert analysis.measured_speedup(recs[:1], 0.25) is None  # a CPU smoke run is not a measurement
+
+
 def test_sparse_sampler_modes_and_dense_fallback():
     torch.manual_seed(0)
     net = model.TinyVideoDiT(frames=4, size=8, patch=2, dim=32, depth=2, heads=2).eval()
@@ -171,6 +244,17 @@ def test_bouncing_shapes_are_seeded_and_in_range():
     assert (v[:, 1:] - v[:, :-1]).abs().sum() > 0  # something moves
     with pytest.raises(ValueError, match="^n"):
         data.bouncing_shapes(0)
+    with pytest.raises(ValueError, match="^flicker"):
+        data.bouncing_shapes(2, flicker=0.9)
+
+
+def test_the_background_is_static_and_the_flicker_is_per_frame():
+    calm, _ = data.bouncing_shapes(8, frames=6, texture=0.15, flicker=0.0, seed=5)
+    steady = (calm - calm.median(1, keepdim=True).values).abs() < 1e-6  # pixels equal to their median
+    assert steady.float().mean() > 0.6  # most pixels are background, the same in every frame
+    flick, _ = data.bouncing_shapes(8, frames=6, texture=0.15, flicker=0.1, seed=5)
+    frame_shift = (flick - calm).mean((2, 3, 4))  # [n, frames]: one offset per frame
+    assert frame_shift.std(1).min() > 0.01
 
 
 def test_patchify_roundtrip_and_frame_major_order():
@@ -209,6 +293,8 @@ def test_shipped_checkpoint_loads_with_its_provenance():
     for key in ("command", "recipe", "commit", "data", "training_seconds", "device", "final"):
         assert key in meta
     assert meta["model"] == train.RECIPES["quick"]["model"] and json.dumps(meta)
+    assert meta["recipe"] == train.RECIPES["quick"] and meta["steps_done"] == meta["recipe"]["steps"]
+    assert "uncommitted" not in meta["commit"] and "1 threads" in meta["device"]
     assert path.stat().st_size < 4e6
     loss = train.validation_loss(net)
     assert loss == pytest.approx(meta["final"]["valid_loss"], rel=1e-3)

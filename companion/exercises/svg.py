@@ -1,38 +1,35 @@
 """Checkers for the exercises of the chapter *Sparse VideoGen*.
 
 * :func:`check_temporal_block_mask` -- exercise 1, the block mask of a temporal head after the
-  layout transformation;
-* :func:`check_online_softmax` -- exercise 2, one step of the online softmax of the kernel,
-  eq. (svg-online).
+  layout transformation (``svg-perm``), 2 points;
+* :func:`check_online_softmax` -- exercise 2, one step of the kernel's online softmax
+  (``svg-online``), 2 points.
 
-Each runs the student's function on cases built to expose one mistake each and names it.
+Each runs the student's function on cases built to expose one mistake each and names it: the
+first against the package's own masks (:mod:`companion.svg.masks`), the second against a plain
+softmax. No solution is exported here.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
 
-from companion.exercises import Report
+from companion.exercises import Report, eq
 from companion.svg.layout import VideoLayout
 from companion.svg.masks import band_mask, to_blocks
 
-__all__ = ["check_temporal_block_mask", "check_online_softmax", "temporal_block_mask_solution",
-           "online_softmax_solution"]
+__all__ = ["check_temporal_block_mask", "check_online_softmax"]
 
 
 # --- exercise 1 ----------------------------------------------------------------------------------
 
-def temporal_block_mask_solution(layout: VideoLayout, width: int, block: int) -> torch.Tensor:
-    """In token-major order the temporal pattern is the plain band ``|i - j| < width`` plus the
-    condition rows and columns; a block is computed when any of its elements is kept."""
-    n, c = layout.n, layout.c
-    idx = torch.arange(n)
-    elem = (idx[:, None] - idx[None, :]).abs() < width
-    elem[:c] = True
-    elem[:, :c] = True
-    return to_blocks(elem, block)
+def _want(layout: VideoLayout, width: int, block: int) -> torch.Tensor:
+    """The package's answer: in token-major positions the temporal pattern is the band that
+    :func:`~companion.svg.masks.band_mask` draws in frame-major order for a spatial head."""
+    return to_blocks(band_mask(layout, width, "frame"), block)
 
 
 def _variants(layout, width, block):
@@ -53,16 +50,16 @@ def _variants(layout, width, block):
 def check_temporal_block_mask(fn: Callable) -> Report:
     """Check ``fn(layout, width, block) -> bool [nb, nb]``, the block mask a temporal head runs with
     after its tokens are moved to token-major order (band ``|i - j| < width`` plus condition tokens)."""
-    report = Report("Exercise 1 (the temporal block mask)")
+    report = Report("Exercise 1 (the temporal block mask)", points=2)
     cases = [(VideoLayout(16, 8, 64), 64, 16), (VideoLayout(16, 4, 16), 8, 16), (VideoLayout(32, 8, 64), 64, 32),
              (VideoLayout(16, 5, 12), 17, 16)]  # the last: N = 76, not a multiple of 16
     for layout, width, block in cases:
         name = f"c = {layout.c}, F = {layout.frames}, S = {layout.frame_size}, width = {width}, block = {block}"
-        want = temporal_block_mask_solution(layout, width, block)
-        try:
-            got = fn(layout, width, block)
-        except Exception as err:  # the student's code may raise anything
-            report.check(False, f"{name}: raised {type(err).__name__}: {err}")
+        want = _want(layout, width, block)
+        got = report.call(fn, layout, width, block, what=name)
+        if report.not_done:
+            return report
+        if got is None:
             continue
         if not report.check(isinstance(got, torch.Tensor) and got.dtype == torch.bool,
                             f"{name}: expected a bool tensor, got {getattr(got, 'dtype', type(got).__name__)}"):
@@ -78,7 +75,8 @@ def check_temporal_block_mask(fn: Callable) -> Report:
         if torch.equal(got, v["frame-major"]):
             msg = (f"{name}: this is the temporal mask taken to blocks in *frame-major* order (density "
                    f"{got.float().mean():.2f} instead of {want.float().mean():.2f}): the stripes of stride S touch "
-                   "almost every block. Build the band in token-major positions, where it is a diagonal.")
+                   f"almost every block. Build the band in token-major positions ({eq('svg-perm')}), where "
+                   "it is a diagonal.")
         elif torch.equal(got, v["no condition"]):
             msg = (f"{name}: the condition (text) rows and columns are missing: every video query must see the "
                    "condition tokens and every condition query everything (the attention sink).")
@@ -88,19 +86,11 @@ def check_temporal_block_mask(fn: Callable) -> Report:
             extra, missing = int((got & ~want).sum()), int((want & ~got).sum())
             msg = f"{name}: {extra} block(s) active that should not be, {missing} missing."
         report.check(False, msg)
+        return report  # one mistake explained once: fix it, then the other cases are checked
     return report
 
 
 # --- exercise 2 ----------------------------------------------------------------------------------
-
-def online_softmax_solution(m, l, acc, s, v):
-    """One key block of the online softmax: returns the new (max, denominator, accumulator)."""
-    m_new = torch.maximum(m, s.max(1).values)
-    m_safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with nothing seen yet
-    alpha = torch.exp(m - m_safe)
-    p = torch.exp(s - m_safe[:, None])
-    return m_new, l * alpha + p.sum(1), acc * alpha[:, None] + p @ v
-
 
 def _run(fn, s, v, block):
     R, D = s.shape[0], v.shape[1]
@@ -116,7 +106,7 @@ def check_online_softmax(fn: Callable) -> Report:
     """Check ``fn(m, l, acc, s, v) -> (m, l, acc)``: fold one key block (scores ``s`` [R, Bk], values
     ``v`` [Bk, D]) into the running max ``m`` [R], denominator ``l`` [R] and accumulator ``acc`` [R, D],
     starting from ``m = -inf, l = 0, acc = 0``; the output is ``acc / l``."""
-    report = Report("Exercise 2 (the online softmax)")
+    report = Report("Exercise 2 (the online softmax)", points=2)
     g = torch.Generator().manual_seed(0)
     R, D, block = 6, 4, 8
     base = torch.randn(R, 4 * block, generator=g, dtype=torch.float64)
@@ -130,12 +120,12 @@ def check_online_softmax(fn: Callable) -> Report:
     v = torch.randn(4 * block, D, generator=g, dtype=torch.float64)
     for name, s, kind in cases:
         want_p = torch.softmax(s, 1)
-        try:
-            with torch.no_grad():
-                m, l, acc = _run(fn, s, v, block)
-        except Exception as err:  # the student's code may raise anything
-            report.check(False, f"{name}: raised {type(err).__name__}: {err}")
+        result = report.call(functools.wraps(fn)(lambda: _run(fn, s, v, block)), what=name)
+        if report.not_done:
+            return report
+        if result is None:
             continue
+        m, l, acc = result
         out = acc / l[:, None]
         want = want_p @ v
         if not torch.isfinite(out).all():
@@ -155,8 +145,9 @@ def check_online_softmax(fn: Callable) -> Report:
             continue
         true_l = torch.exp(s - m[:, None]).sum(1)
         if not torch.allclose(l, true_l, rtol=1e-9):
-            msg = (f"{name}: the denominator l is wrong. When the maximum grows from m_old to m_new, the sum "
-                   "so far was taken under m_old: multiply it by exp(m_old - m_new) before adding the new block.")
+            msg = (f"{name}: the denominator l is wrong ({eq('svg-online')}). When the maximum grows from m_old "
+                   "to m_new, the sum so far was taken under m_old: multiply it by exp(m_old - m_new) before "
+                   "adding the new block.")
         else:
             msg = (f"{name}: l is right but acc is not: rescale the accumulator by exp(m_old - m_new) too, "
                    "and add p @ v with p = exp(s - m_new) (do not normalise inside the loop).")

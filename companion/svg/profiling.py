@@ -26,7 +26,7 @@ def rows_attention(q, k, v, rows: torch.Tensor, mask: torch.Tensor | None = None
     qs = q[:, :, rows].float()
     s = qs @ k.float().transpose(-1, -2) / math.sqrt(q.shape[-1])
     if mask is not None:
-        s = s.masked_fill(~mask[rows], float("-inf"))
+        s = s.masked_fill(~mask[rows].to(s.device), float("-inf"))
     return torch.softmax(s, -1) @ v.float()
 
 

@@ -1,0 +1,181 @@
+"""The measurements of the Sparse VideoGen chapter, kept out of its cells.
+
+* :class:`HeadRecorder`: dense sampling that records, at every (layer, step), each head's
+  attention mass under the two masks (eq. (svg-mass)), the error of each mask on every row (the
+  *oracle*) and the choice that profiling from ``t`` sampled rows makes (eq. (svg-profile));
+* :func:`head_summary`: how cleanly heads split, how often profiling agrees with the oracle and
+  its **regret**, the attention error its choice adds to the oracle's;
+* :func:`compare_methods`: videos sampled with SVG and its baselines at equal density;
+* :func:`kernel_errors`: the Triton kernel and the SVG pipeline against their references;
+* :func:`amdahl`: the end-to-end bound of a faster attention (Amdahl's law, eq. (svg-amdahl)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F_
+
+from companion.kernels.block_sparse_attention import block_sparse_attention, block_sparse_attention_reference
+
+from .layout import VideoLayout
+from .masks import half_blocks_for_density, svg_masks
+from .metrics import psnr, ssim
+from .model import sample
+from .profiling import attention_mass, oracle_head_types, profile_heads
+from .sparse import SparseSampler, svg_attention
+
+__all__ = ["HeadRecorder", "head_summary", "compare_methods", "kernel_errors", "amdahl", "measured_speedup"]
+
+
+class HeadRecorder:
+    """An ``attn_fn`` for :func:`~companion.svg.model.sample` that runs dense attention and records
+    what profiling would decide, without changing the video.
+
+    At every (layer, step): ``mass[l, s]`` [2, B, H] (attention mass under the spatial and the
+    temporal mask, video queries) and ``oracle[l, s]`` [2, B, H] (each mask's error over every
+    row). At the sparse (layer, step) pairs, also ``sampled[l, s, t, r]`` [B, H]: the type chosen
+    from ``t`` rows in draw ``r``. ``kept[l]`` holds q, k, v of video 0 in layer ``l`` at step
+    ``keep``.
+    """
+
+    def __init__(self, layout: VideoLayout, candidates: Sequence[torch.Tensor], rows_grid: Sequence[int],
+                 draws: int, dense_steps: int, dense_layers=(0,), seed: int = 0, keep=None):
+        self.layout, self.candidates = layout, list(candidates)
+        self.rows_grid, self.draws, self.seed = tuple(rows_grid), int(draws), int(seed)
+        self.dense_steps, self.dense_layers, self.keep = dense_steps, tuple(dense_layers), keep
+        self.mass, self.oracle, self.sampled, self.kept = {}, {}, {}, {}
+
+    def is_sparse(self, layer: int, step: int) -> bool:
+        """Whether SVG runs sparse at (layer, step): past the dense warm-up, outside the dense layers."""
+        return step >= self.dense_steps and layer not in self.dense_layers
+
+    def __call__(self, q, k, v, layer: int, step: int):
+        video_rows = torch.arange(self.layout.c, self.layout.n, device=q.device)
+        self.mass[layer, step] = attention_mass(q, k, self.candidates, video_rows)
+        self.oracle[layer, step] = oracle_head_types(q, k, v, self.candidates)[0]
+        if step == self.keep:
+            self.kept[layer] = tuple(x[:1].clone() for x in (q, k, v))
+        if self.is_sparse(layer, step):
+            for t in self.rows_grid:
+                for r in range(self.draws):
+                    g = torch.Generator().manual_seed(100_000 * self.seed + 1000 * r + t)
+                    self.sampled[layer, step, t, r] = profile_heads(q, k, v, self.candidates, t, g)[1]
+        return F_.scaled_dot_product_attention(q, k, v)
+
+    @property
+    def sparse_pairs(self) -> list[tuple[int, int]]:
+        return [p for p in self.oracle if self.is_sparse(*p)]
+
+
+def head_summary(rec: HeadRecorder, clear_ratio: float = 0.5, ambiguous_ratio: float = 0.8) -> dict:
+    """How the heads split and how well profiling finds their type, over the sparse (layer, step) pairs.
+
+    ``clear`` / ``ambiguous``: share of (head, step, video) decisions whose MSE ratio
+    min/max is at most ``clear_ratio`` / above ``ambiguous_ratio``; ``temporal``: the oracle's
+    temporal share; ``mass_best``: mean mass of the better mask; ``agreement[t]``: share of
+    sampled choices equal to the oracle's; ``regret[t]``: the extra all-rows error of the sampled
+    choices over the oracle's, relative to the oracle's error (mean over draws).
+    """
+    pairs = rec.sparse_pairs
+    mse = torch.stack([rec.oracle[p] for p in pairs])  # [P, 2, B, H]
+    mass = torch.stack([rec.mass[p] for p in pairs])
+    best = mse.argmin(1)
+    ratio = mse.min(1).values / mse.max(1).values.clamp_min(1e-30)
+    out = {"decisions": int(best.numel()), "clear": float((ratio <= clear_ratio).float().mean()),
+           "ambiguous": float((ratio > ambiguous_ratio).float().mean()), "temporal": float(best.float().mean()),
+           "mass_best": float(mass.max(1).values.mean()), "agreement": {}, "regret": {}}
+    oracle_err = mse.min(1).values.sum()
+    for t in rec.rows_grid:
+        agree, regret = [], []
+        for r in range(rec.draws):
+            choice = torch.stack([rec.sampled[l, s, t, r] for (l, s) in pairs])  # [P, B, H]
+            chosen = mse.gather(1, choice[:, None]).squeeze(1)
+            agree.append(float((choice == best).float().mean()))
+            regret.append(float((chosen.sum() - oracle_err) / oracle_err))
+        out["agreement"][t], out["regret"][t] = float(np.mean(agree)), float(np.mean(regret))
+    return out
+
+
+def compare_methods(net, labels, noise, steps: int, runs: Sequence[tuple[str, float]], *, block: int = 16,
+                    num_rows: int = 16, dense_steps: int = 2, dense_layers=(0,), seed: int = 0,
+                    reference=None) -> tuple[list[dict], dict]:
+    """Sample the videos of ``labels`` from ``noise`` with each ``(mode, density)`` of ``runs``.
+
+    Returns one row per run (method, realised density, PSNR and SSIM against the dense video
+    ``reference`` from the same noise, mean relative attention error over the sparse layers and
+    steps) and the videos, keyed by ``(mode, density)``.
+    """
+    layout = net.layout
+    reference = sample(net, labels, noise, steps) if reference is None else reference
+    rows, videos = [], {}
+    for mode, density in runs:
+        half = half_blocks_for_density(layout, block, density)
+        fn = SparseSampler(layout, mode, half, block, num_rows, dense_steps, dense_layers, seed=seed)
+        out = sample(net, labels, noise, steps, attn_fn=fn)
+        videos[mode, density] = out
+        rows.append(dict(method=mode, target=density, density=fn.masks["density"],
+                         psnr=float(psnr(reference, out).mean()), ssim=float(ssim(reference, out).mean()),
+                         attn_error=float(np.mean([e["rel_error"] for e in fn.log.values()]))))
+    return rows, videos
+
+
+def kernel_errors(q, k, v, layout: VideoLayout, is_temporal: torch.Tensor, block: int, half_blocks: int,
+                  backend: str = "auto", seed: int = 0) -> dict:
+    """Largest absolute errors of the block-sparse kernel (through ``backend``).
+
+    ``pipeline``: SVG attention (permute, kernel, permute back) on ``q, k, v`` against masked
+    dense attention with each head's element mask; ``kernel``: the same call against the torch
+    reference path; ``awkward``: random inputs whose length is not a multiple of the block, an
+    empty mask row (output 0), a full mask (dense attention) and per-head masks.
+    """
+    m = svg_masks(layout, block, half_blocks)
+    out = svg_attention(q, k, v, layout, is_temporal, m["block"], block, backend=backend)
+    ref = svg_attention(q, k, v, layout, is_temporal, m["block"], block, backend="torch")
+    elem = torch.where(is_temporal.to(q.device)[..., None, None], m["temporal"].to(q.device),
+                       m["spatial"].to(q.device))
+    dense = F_.scaled_dot_product_attention(q, k, v, attn_mask=elem)
+    g = torch.Generator().manual_seed(seed)
+    awkward = []
+    for B, H, n, D, blk in [(1, 2, 50, 16, 16), (2, 3, 100, 32, 32), (1, 2, 16, 16, 16)]:
+        qa, ka, va = (torch.randn(B, H, n, D, generator=g).to(q.device) for _ in range(3))
+        nb = -(-n // blk)
+        mask = torch.rand(H, nb, nb, generator=g) < 0.5
+        mask[0, 0] = False  # head 0, query block 0: an empty row
+        if nb > 1:
+            mask[-1] = True  # the last head: a full mask
+        got = block_sparse_attention(qa, ka, va, mask.to(q.device), blk, backend=backend)
+        awkward.append(float((got - block_sparse_attention_reference(qa, ka, va, mask, blk)).abs().max()))
+        if nb > 1:
+            full = F_.scaled_dot_product_attention(qa, ka, va)[:, -1]
+            awkward.append(float((got[:, -1] - full).abs().max()))
+    return {"kernel": float((out - ref).abs().max()), "pipeline": float((out - dense).abs().max()),
+            "awkward": max(awkward)}
+
+
+def amdahl(share: float, dense_frac: float, attn_speedup: float) -> float:
+    """End-to-end speed-up when attention, a fraction ``share`` of the time, runs ``attn_speedup``
+    times faster except during the dense warm-up, a fraction ``dense_frac`` of the steps (eq. (svg-amdahl))."""
+    for name, x in (("share", share), ("dense_frac", dense_frac)):
+        if not 0 <= x <= 1:
+            raise ValueError(f"{name}: expected a fraction in [0, 1], got {x!r}")
+    if not attn_speedup > 0:
+        raise ValueError(f"attn_speedup: expected a positive speed-up, got {attn_speedup!r}")
+    return 1 / ((1 - share) + share * (dense_frac + (1 - dense_frac) / attn_speedup))
+
+
+def measured_speedup(records: Sequence[dict], density: float, shape: str = "hunyuanvideo-720p") -> dict | None:
+    """The kernel's measured speed-up over dense SDPA nearest ``density``, from the GPU benchmark
+    records (:func:`companion.kernels.load_benchmark`); ``None`` when no GPU record exists.
+
+    Records of ``shape`` are preferred; CPU smoke runs are never a measurement.
+    """
+    usable = [r for r in records if not r.get("smoke") and (r.get("speedup") or {}).get("sdpa")]
+    if not usable:
+        return None
+    same = [r for r in usable if r.get("shape") == shape] or usable
+    best = min(same, key=lambda r: abs(r["density"] - density))
+    return {"speedup": float(best["speedup"]["sdpa"]), "density": float(best["density"]),
+            "device": str(best.get("device", "a GPU")), "shape": str(best.get("shape", "?"))}
