@@ -38,6 +38,24 @@ def test_generate_and_length_match_a_loop():
         assert got[b, s].item() == pytest.approx(loop, rel=1e-5)
 
 
+@pytest.mark.parametrize("bad", [[[[0, 0, 1, 2]]], [[[0, 0, 0, 0]]], [[[0, 1, 2, 4]]]])
+def test_tour_length_refuses_tours_that_are_not_permutations(bad):
+    coords = ngs.generate_tsp(1, 4, seed=0)
+    with pytest.raises(ValueError, match="^tours"):
+        ngs.tour_length(coords, torch.tensor(bad))
+    with pytest.raises(ValueError, match="^tours"):  # wrong length
+        ngs.tour_length(coords, torch.tensor([[[0, 1, 2]]]))
+
+
+def test_tour_length_takes_numpy_tours_and_refuses_floats():
+    coords = ngs.generate_tsp(2, 5, seed=0)
+    tours = np.stack([np.arange(5), np.arange(5)[::-1]])[:, None]  # (2, 1, 5) int64
+    assert torch.allclose(ngs.tour_length(coords, tours), ngs.tour_length(coords, torch.as_tensor(tours.copy())))
+    for bad in (tours.astype(float), torch.as_tensor(tours.copy()).float(), tours.tolist()):
+        with pytest.raises(ValueError, match="^tours"):
+            ngs.tour_length(coords, bad)
+
+
 def test_check_tours_rejects_non_permutations():
     ngs.check_tours(torch.tensor([[[2, 0, 1]]]), 3)
     for bad in ([[[0, 0, 1]]], [[[0, 1, 3]]], [[[0, 1]]]):
@@ -68,6 +86,28 @@ def test_held_karp_equals_brute_force_and_cp_sat():
         assert ngs.held_karp(xy)[0] == pytest.approx(ngs.solve_exact(xy)[0], abs=1e-5)
 
 
+def test_subtour_mip_equals_held_karp_and_cp_sat():
+    rng = np.random.default_rng(1)
+    for n in (5, 9, 12):
+        xy = rng.random((n, 2))
+        length, tour = ngs.solve_mip(xy)
+        assert sorted(tour) == list(range(n)) and tour[0] == 0
+        assert length == pytest.approx(ngs.held_karp(xy)[0], abs=1e-7)
+    xy = rng.random((16, 2))
+    assert ngs.solve_mip(xy)[0] == pytest.approx(ngs.solve_exact(xy)[0], abs=1e-5)
+
+
+def test_shipped_tsp50_optima_recompute():
+    ref = ngs.reference_solutions("tsp50_seed1234")
+    assert ref["coords"].shape == (32, 50, 2) and "HiGHS" in ref["provenance"]["solver"]
+    stored = torch.as_tensor(ref["tour"].astype(np.int64))[:, None]
+    assert torch.allclose(ngs.tour_length(ref["coords"], stored).squeeze(1).double(),
+                          torch.as_tensor(ref["length"]), atol=1e-4)
+    assert ngs.solve_mip(ref["coords"][2].numpy())[0] == pytest.approx(ref["length"][2], abs=1e-6)
+    with pytest.raises(ValueError, match="^name"):
+        ngs.reference_solutions("tsp1000")
+
+
 def test_shipped_optima_recompute():
     ref = ngs.reference_solutions()
     assert ref["coords"].shape == (32, 20, 2) and "CP-SAT" in ref["provenance"]["solver"]
@@ -87,6 +127,17 @@ def test_rollouts_are_permutations(policy):
         out = policy.rollout(coords, 6, generator=gen, **kw)
         ngs.check_tours(out.tours, 9)
         assert torch.isfinite(out.logp).all() and (out.logp <= 0).all()
+
+
+def test_edge_logits_steer_the_decoder(policy):
+    coords = ngs.generate_tsp(1, 6, seed=2)
+    bias = torch.full((1, 6, 6), -1e4)
+    order = [0, 3, 1, 5, 2, 4]
+    for a, b in zip(order, order[1:]):
+        bias[0, a, b] = 0.0  # only the edges of one path are not penalised
+    out = policy.rollout(coords, 4, start_nodes=torch.zeros(1, 4, dtype=torch.long), edge_logits=bias,
+                         generator=torch.Generator().manual_seed(0))
+    assert (out.tours == torch.tensor(order)).all()
 
 
 def test_allowed_mask_reads_the_row_of_the_current_city():
@@ -150,6 +201,45 @@ def test_edge_hash_ignores_rotation_and_direction():
     assert search.edge_hash(torch.tensor([0, 1, 3, 4, 2, 5])) != search.edge_hash(t)
 
 
+def test_parent_weights_give_copies_zero_and_rank_the_distinct_tours():
+    costs = torch.tensor([[5.0, 1.0, 3.0, 2.0, 4.0]])
+    hashes = torch.tensor([[1, 1, 1, 2, 3]])  # tours 1 and 2 repeat tour 0
+    w = search.parent_weights(costs, hashes, 0.001)
+    assert w[0, 1] == 0 and w[0, 2] == 0 and torch.allclose(w.sum(-1), torch.ones(1))
+    raw = 1 / (0.001 * 5 + torch.tensor([2.0, 0.0, 1.0]))  # distinct ranks of tours 0, 3, 4
+    assert torch.allclose(w[0, [0, 3, 4]], raw / raw.sum())
+
+
+def test_copies_never_breed():
+    gen = torch.Generator().manual_seed(0)
+    costs = torch.tensor([[1.0, 1.0, 1.0, 1.0, 2.0, 3.0]])  # the best tour four times
+    hashes = torch.tensor([[7, 7, 7, 7, 8, 9]])
+    parents = search.select_parents(costs, hashes, 2000, 2, 0.001, gen)
+    assert set(parents.flatten().tolist()) <= {0, 4, 5}  # never a later copy
+    assert (parents[..., 0] != parents[..., 1]).all()
+
+
+def test_no_child_of_the_search_has_twin_parents(policy):
+    coords = ngs.generate_tsp(2, 5, seed=3)  # 5 cities: 12 distinct tours, so copies abound
+    res = ngs.ngs_search(policy, coords, 200, ngs.NGSConfig(pop_size=20, n_offspring=20),
+                         torch.Generator().manual_seed(0))
+    pairs = list(zip(res.history["twin_parents"], res.history["distinct"]))
+    assert min(d for _, d in pairs) < 20  # the population did hold copies
+    assert all(t == 0 for t, d in pairs if d >= 2)
+
+
+def test_copies_fill_the_last_places_best_first():
+    gen = torch.Generator().manual_seed(0)
+    # 2 distinct tours, then 6 copies of tour 0 (as if their lengths differed by rounding);
+    # a float32 key of -1e9 - rank ties them all, and the copies came out in no fixed order
+    hashes = torch.tensor([[7, 8, 7, 7, 7, 7, 7, 7]])
+    for copies, best_first in (([1.1, 1.2, 1.3, 1.4, 1.5, 1.6], [2, 3, 4, 5, 6, 7]),
+                               ([1.3, 1.1, 1.6, 1.2, 1.5, 1.4], [3, 5, 2, 7, 6, 4])):
+        keep = search.select_survivors(torch.tensor([[1.0, 2.0, *copies]]), hashes, 8, 0.001, gen)
+        assert sorted(keep[0, :2].tolist()) == [0, 1]
+        assert keep[0, 2:].tolist() == best_first
+
+
 def test_survivors_prefer_distinct_tours_and_survive_a_population_of_copies():
     gen = torch.Generator().manual_seed(0)
     hashes = torch.tensor([[7, 7, 7, 8, 9]])
@@ -170,6 +260,10 @@ def test_budget_is_counted_exactly(policy):
         assert res.curve.shape == (3, budget // cfg.n_offspring) and (res.curve.diff(dim=1) <= 0).all()
         ngs.check_tours(res.best_tours[:, None], 6)
         assert torch.allclose(ngs.tour_length(coords, res.best_tours[:, None]).squeeze(1), res.best_len)
+    before = policy.decoded
+    res = ngs.aco_search(policy, coords, 150, ngs.ACOConfig(n_ants=50), gen)
+    assert res.n_decoded == 150 == policy.decoded - before and res.decoded == [50, 100, 150] and res.all_valid
+    assert (res.curve.diff(dim=1) <= 0).all()
     res = ngs.sample_search(policy, coords, 150, block=50, generator=gen)
     assert res.n_decoded == 150 and res.decoded == [50, 100, 150]
     assert ngs.greedy_multistart(policy, coords).n_decoded == 8 * 6
@@ -190,6 +284,12 @@ def test_bad_search_arguments_raise_naming_the_argument(policy):
             ngs.ngs_search(policy, coords, **kw)
     with pytest.raises(ValueError, match="^temperature"):
         ngs.sample_search(policy, coords, 50, temperature=0.0)
+    with pytest.raises(ValueError, match="^budget"):
+        ngs.aco_search(policy, coords, 120, ngs.ACOConfig(n_ants=50))
+    with pytest.raises(ValueError, match="^decay"):
+        ngs.aco_search(policy, coords, 100, ngs.ACOConfig(decay=1.5))
+    with pytest.raises(ValueError, match="^edge_logits"):
+        policy.rollout(coords, 3, edge_logits=torch.zeros(2, 6, 5))
 
 
 # --- training and the checkpoint ------------------------------------------------------------------
