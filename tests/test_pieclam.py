@@ -135,6 +135,68 @@ def test_empty_graph_loglik_is_the_non_edge_penalty():
     assert float(pc.clam_loglik(torch.zeros(5, 2, dtype=torch.float64), empty, False)) == 0.0
 
 
+def test_loglik_agrees_with_the_dense_definition_on_clamped_edges():
+    # x_01 = 1 - 1 = 0 and x_23 = 0.25 - 0.25 = 0: both edge logits are clamped at x_min
+    F = torch.tensor([[1.0, 1.0], [1.0, 1.0], [0.5, -0.5], [0.5, -0.5], [2.0, 0.3]], dtype=torch.float64)
+    ei = torch.tensor([[0, 1, 2, 3, 0, 4], [1, 0, 3, 2, 4, 0]])
+    A = pc.to_dense(ei, 5)
+    for x_min in (pc.X_MIN, 0.1):
+        fast, dense = pc.clam_loglik(F, ei, True, x_min=x_min), pc.dense_loglik(F, A, True, x_min=x_min)
+        assert float(fast) == pytest.approx(float(dense), rel=1e-12, abs=1e-12)
+        assert float(pc.star_loglik(F, ei, True, x_min=x_min).sum()) == pytest.approx(float(fast), abs=1e-12)
+    # each clamped edge contributes log(1 - e^{-x_min}), the floor of its probability, and no more
+    no_clamped = pc.clam_loglik(F, ei[:, 4:], True)
+    assert float(pc.clam_loglik(F, ei, True) - no_clamped) == pytest.approx(2 * np.log(-np.expm1(-pc.X_MIN)))
+
+
+def test_likelihood_functions_refuse_bad_input_naming_the_argument():
+    ei, n = _graph("karate")
+    F = _codes(n, 4, True)
+    once = pc.undirected_pairs(ei)  # the networkx convention: each edge once
+    outside = F.clone()
+    outside[3, 2] = outside[3, 0] + 0.5  # |s| > t
+    tr, tp, tn = pc.link_split(ei, n, seed=0)
+    om = torch.cat([tp, tn], 1)
+    twice = torch.cat([om, om[:, :1].flip(0)], 1)  # a held-out dyad listed as (n, m) and (m, n)
+    for fn in (pc.clam_loglik, pc.clam_grad, pc.star_loglik):
+        with pytest.raises(ValueError, match="^edge_index: .*once .*networkx.*both directions"):
+            fn(F, once, True)
+        with pytest.raises(ValueError, match="^F: .*cone"):
+            fn(outside, ei, True)
+        with pytest.raises(ValueError, match="^F: .*non-negative"):
+            fn(-F, ei, False)
+        with pytest.raises(ValueError, match="^x_min"):
+            fn(F, ei, True, x_min=0.0) if fn is pc.star_loglik else fn(F, ei, True, None, 0.0)
+    for fn in (pc.clam_loglik, pc.clam_grad):
+        with pytest.raises(ValueError, match="^omitted: .*more than once"):
+            fn(F, tr, True, twice)
+        with pytest.raises(ValueError, match="^omitted: .*also in edge_index"):
+            fn(F, ei, True, om)
+        with pytest.raises(ValueError, match="^omitted: .*shape"):
+            fn(F, tr, True, om[0])
+
+
+def test_a_batch_of_graphs_is_fitted_as_separate_graphs():
+    graphs = [_graph("karate"), _graph("davis"), _graph("florentine")]
+    ei, N, batch, offsets = pc.disjoint_union(graphs)
+    F = _codes(N, 4, True)
+    per_graph = [pc.clam_loglik(F[o:o + n], g, True) for (g, n), o in zip(graphs, offsets)]
+    assert float(pc.clam_loglik(F, ei, True, batch=batch)) == pytest.approx(float(sum(per_graph)), rel=1e-12)
+    grads = torch.cat([pc.clam_grad(F[o:o + n], g, True) for (g, n), o in zip(graphs, offsets)])
+    torch.testing.assert_close(pc.clam_grad(F, ei, True, batch=batch), grads)
+    cfg = pc.ClamConfig(dim=4, lorentz=True, feat_steps=50)
+    together = pc.fit_clam(ei, N, cfg, F0=F, batch=batch).F
+    for (g, n), o in zip(graphs, offsets):
+        alone = pc.fit_clam(g, n, cfg, F0=F[o:o + n]).F
+        torch.testing.assert_close(together[o:o + n], alone, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="^edge_index: .*two different graphs"):
+        pc.clam_loglik(F, torch.tensor([[0, 40], [40, 0]]), True, batch=batch)
+    with pytest.raises(ValueError, match="^batch: .*one graph index per node"):
+        pc.clam_loglik(F, ei, True, batch=batch[:-1])
+    with pytest.raises(ValueError, match="^batch: .*without a prior"):
+        pc.fit_clam(ei, N, pc.ClamConfig(dim=4, use_prior=True), batch=batch)
+
+
 # --- fitting -------------------------------------------------------------------------------
 
 
@@ -178,6 +240,85 @@ def test_flow_density_integrates_to_one():
     assert torch.isfinite(prior.log_prob(x)).all()
 
 
+def test_flow_couplings_split_every_inclusive_exclusive_pair():
+    # the official code splits the t half from the s half and swaps after each block; the old
+    # parity masks (arange(dim) % 2) kept t_c and s_c together in every block when C was even
+    for C, n_attrs in ((1, 0), (2, 0), (3, 0), (2, 2), (2, 3)):
+        prior = pc.RealNVPPrior(2 * C + n_attrs, n_blocks=4, first=pc.clam_split(2 * C, True, n_attrs))
+        for block in prior.blocks:
+            kept = block.mask.bool()
+            assert all(kept[c] != kept[C + c] for c in range(C)), (C, n_attrs, kept)
+        assert torch.equal(prior.blocks[0].mask + prior.blocks[1].mask, torch.ones(2 * C + n_attrs, dtype=torch.float64))
+    # and fit_clam builds its prior that way: the first block moves s as a function of t
+    ei, n = _graph("davis")
+    r = pc.fit_clam(ei, n, pc.ClamConfig(dim=4, use_prior=True, warmup_steps=5, feat_steps=2, prior_steps=2,
+                                         rounds=1, n_blocks=2, hidden=8))
+    assert r.prior.blocks[0].mask.tolist() == [1.0, 1.0, 0.0, 0.0]
+    block = r.prior.blocks[0]
+    with torch.no_grad():
+        block.net[-1].weight.normal_(generator=torch.Generator().manual_seed(0))
+    x = _codes(3, 4, True)
+    J = torch.autograd.functional.jacobian(lambda v: block(v)[0].sum(0), x)  # (4 outputs, 3 rows, 4 inputs)
+    assert J[2:, :, :2].abs().sum() > 0  # d s / d t != 0
+    assert J[:2, :, 2:].abs().sum() == 0  # t passes through unchanged
+
+
+def test_kde_is_a_density_and_picks_its_bandwidth_by_cross_validation():
+    g = torch.Generator().manual_seed(0)
+    data = torch.cat([torch.randn(100, 2, generator=g, dtype=torch.float64) * 0.1 + 2,
+                      torch.randn(100, 2, generator=g, dtype=torch.float64) * 0.1 - 2])
+    kde = pc.GaussianKDE(data)
+    scott = 200 ** (-1 / 6)
+    assert kde.factor < scott  # two tight clusters far apart: Scott's rule over-smooths
+    grid = torch.linspace(-4, 4, 401, dtype=torch.float64)
+    xx, yy = torch.meshgrid(grid, grid, indexing="ij")
+    p = kde.log_prob(torch.stack([xx.ravel(), yy.ravel()], 1)).exp()
+    assert float(p.sum()) * float(grid[1] - grid[0]) ** 2 == pytest.approx(1.0, abs=0.01)
+    assert (kde.loo_log_prob() < kde.log_prob(data)).all()  # without its own kernel a point is less likely
+    assert kde.sample(50, generator=g).shape == (50, 2)
+    with pytest.raises(ValueError, match="^data"):
+        pc.GaussianKDE(torch.zeros(1, 2))
+
+
+def test_bridge_mass_counts_codes_that_connect_to_both_sides():
+    a = 0.9
+    ref = torch.tensor([[a, a]] * 5 + [[a, -a]] * 5, dtype=torch.float64)
+    side = np.r_[np.zeros(5, int), np.ones(5, int)]
+    assert pc.bridge_mass(ref, ref, side, True, 0.5) == 0.0  # every fitted code sits on one side
+    middle = torch.tensor([[a, 0.0]] * 4, dtype=torch.float64)  # s = 0: equally linked to both sides
+    assert pc.bridge_mass(middle, ref, side, True, 0.5) == 1.0
+    np.testing.assert_allclose(pc.side_contrast(ref, ref, side, True), 1.0)
+    with pytest.raises(ValueError, match="^side"):
+        pc.side_contrast(ref, ref, side[:-1], True)
+
+
+def test_lorentz_boosts_keep_the_decoder_and_are_recovered():
+    F = _codes(40, 4, True)
+    pairs = torch.combinations(torch.arange(40)).T
+    for a, flip in (((0.7, -0.3), (False, True)), ((-1.2, 0.0), (True, False))):
+        G = pc.lorentz_boost(F, a, flip)
+        torch.testing.assert_close(pc.edge_logits(G, pairs, True), pc.edge_logits(F, pairs, True))
+        pc.check_codes(G, True)  # the cone maps onto itself
+        J = torch.autograd.functional.jacobian(lambda v: pc.lorentz_boost(v[None], a, flip)[0], F[0])
+        assert abs(float(torch.linalg.det(J))) == pytest.approx(1.0)
+        M = pc.LorentzMap.fit(F, G)
+        assert M.flip == flip and np.allclose(M.a, a, atol=1e-4)
+        torch.testing.assert_close(M(F), G, rtol=1e-6, atol=1e-6)
+
+
+def test_ring_prior_is_a_density_inside_the_cone():
+    ring = pc.RingMixture()
+    x = ring.sample(2000, seed=0)
+    pc.check_codes(x, True)
+    grid_t = torch.linspace(0, 3, 301, dtype=torch.float64)
+    grid_s = torch.linspace(-1.5, 1.5, 301, dtype=torch.float64)
+    tt, ss = torch.meshgrid(grid_t, grid_s, indexing="ij")
+    p = ring.log_prob(torch.stack([tt.ravel(), ss.ravel()], 1)).exp()
+    assert float(p.sum()) * 0.01 * 0.01 == pytest.approx(1.0, abs=0.01)
+    ei = pc.sample_edges(x[:300], True, seed=0)
+    pc.as_edge_index(ei, 300)
+
+
 def test_roc_auc_matches_the_pairwise_definition():
     rng = np.random.default_rng(0)
     pos, neg = rng.integers(0, 5, 30).astype(float), rng.integers(0, 5, 40).astype(float)
@@ -207,7 +348,7 @@ def test_bad_graphs_are_refused_naming_the_argument():
     with pytest.raises(ValueError, match="^edge_index: .*self-loops"):
         pc.as_edge_index(torch.tensor([[0, 1, 1], [1, 0, 1]]), 3)
     with pytest.raises(ValueError, match="^edge_index: .*undirected"):
-        pc.as_edge_index(torch.tensor([[0], [1]]), 3)
+        pc.as_edge_index(torch.tensor([[0, 1, 0], [1, 0, 2]]), 3)
     with pytest.raises(ValueError, match="^edge_index: .*in \\[0, 3\\)"):
         pc.as_edge_index(torch.tensor([[0, 5], [5, 0]]), 3)
     with pytest.raises(ValueError, match="^edge_index: .*shape"):

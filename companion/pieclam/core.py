@@ -1,19 +1,27 @@
 """The Clam decoders and their log-likelihood, in O(|E|).
 
 A graph is an ``edge_index``: a ``LongTensor`` of shape ``(2, 2E)`` that lists every undirected
-edge in both directions (the PyG convention), without self-loops. Codes are ``F`` of shape
-``(N, D)``. Two decoders share all the code:
+edge in both directions (the PyG convention), without self-loops. An edge list that gives each
+edge once (the networkx convention, ``list(G.edges())``) is refused with a ``ValueError`` that
+says how to fix it, never silently read as half a graph. Codes are ``F`` of shape ``(N, D)``.
+Two decoders share all the code:
 
 * BigClam (``lorentz=False``): ``x_nm = f_n . f_m`` with ``F >= 0``;
 * IeClam (``lorentz=True``): ``D = 2C``, codes laid out ``[t_1..t_C, s_1..s_C]`` and
   ``x_nm = f_n^T L f_m = t_n . t_m - s_n . s_m`` with ``L = diag(1_C, -1_C)``, on the pairwise
   cone ``|s_c| <= t_c`` (eq. (pieclam-cone)).
 
-In both, ``P(n ~ m) = 1 - exp(-x_nm)`` (eq. (pieclam-decoder)). Equation labels are those of the
-chapter *PieClam* of the book.
+In both, ``P(n ~ m) = 1 - exp(-x_nm)`` (eq. (pieclam-decoder)). Several disjoint graphs can be
+fitted at once: ``batch`` (length N) gives each node's graph, as in PyG, and the all-pairs term
+then runs over the pairs of each graph only. Equation labels are those of the chapter *PieClam*.
+
+The public functions check their arguments; the ``_``-prefixed kernels they call are the ones
+the fitting loop of :mod:`.fit` runs at every step, on arguments it checked once.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -21,6 +29,8 @@ import torch
 __all__ = [
     "X_MIN",
     "as_edge_index",
+    "as_omitted",
+    "as_batch",
     "check_codes",
     "lorentz_diag",
     "project_cone",
@@ -32,27 +42,36 @@ __all__ = [
     "dense_loglik",
 ]
 
-X_MIN = 1e-3  # edges with x_nm below this are clamped: log(1 - e^{-x}) and 1/(1 - e^{-x}) blow up at 0
+X_MIN = 1e-3  # edge logits below this are clamped: log(1 - e^{-x}) and 1/(1 - e^{-x}) blow up at 0
 
 
 # --- checks -------------------------------------------------------------------------------
+
+
+def _as_index_tensor(x, name: str) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x)
+    if t.dtype.is_floating_point or t.dtype == torch.bool or t.is_complex():
+        raise ValueError(f"{name}: expected integer node indices, got dtype {t.dtype}")
+    return t.long()
+
+
+def _check_num_nodes(num_nodes) -> int:
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
+        raise ValueError(f"num_nodes: expected an integer >= 1, got {num_nodes!r}")
+    return int(num_nodes)
 
 
 def as_edge_index(edge_index, num_nodes: int, *, name: str = "edge_index", allow_empty: bool = True) -> torch.Tensor:
     """Return ``edge_index`` as a ``(2, 2E)`` int64 tensor of an undirected simple graph, or raise.
 
     Refused, with a ``ValueError`` naming ``name``: a wrong shape, indices outside ``[0, num_nodes)``,
-    self-loops, a directed graph (an edge without its reverse), repeated edges, and (unless
-    ``allow_empty``) a graph without edges.
+    self-loops, repeated edges, an edge list that gives each edge once (the networkx convention)
+    or some edges without their reverse, and (unless ``allow_empty``) a graph without edges.
     """
-    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
-        raise ValueError(f"num_nodes: expected an integer >= 1, got {num_nodes!r}")
-    ei = torch.as_tensor(np.asarray(edge_index) if not torch.is_tensor(edge_index) else edge_index)
-    if ei.dtype.is_floating_point or ei.dtype == torch.bool:
-        raise ValueError(f"{name}: expected integer node indices, got dtype {ei.dtype}")
+    num_nodes = _check_num_nodes(num_nodes)
+    ei = _as_index_tensor(edge_index, name)
     if ei.ndim != 2 or ei.shape[0] != 2:
         raise ValueError(f"{name}: expected shape (2, 2E) (each edge in both directions), got {tuple(ei.shape)}")
-    ei = ei.long()
     if ei.shape[1] == 0:
         if not allow_empty:
             raise ValueError(f"{name}: the graph has no edges; there is nothing to fit")
@@ -66,24 +85,82 @@ def as_edge_index(edge_index, num_nodes: int, *, name: str = "edge_index", allow
     key = ei[0] * num_nodes + ei[1]
     if torch.unique(key).numel() != key.numel():
         raise ValueError(f"{name}: an edge is listed twice in the same direction; give each direction once")
-    rev = ei[1] * num_nodes + ei[0]
-    if not bool(torch.isin(rev, key).all()):
-        i = int(torch.nonzero(~torch.isin(rev, key))[0])
+    has_rev = torch.isin(ei[1] * num_nodes + ei[0], key)
+    if not bool(has_rev.any()):
+        raise ValueError(f"{name}: each of the {ei.shape[1]} edges is listed once (the networkx convention), but "
+                         "the Clam functions expect both directions, each counted one half; pass "
+                         f"torch.cat([{name}, {name}.flip(0)], dim=1)")
+    if not bool(has_rev.all()):
+        i = int(torch.nonzero(~has_rev)[0])
         raise ValueError(f"{name}: the graph must be undirected, but edge ({int(ei[0, i])}, {int(ei[1, i])}) has "
                          "no reverse; list every edge in both directions")
     return ei
 
 
-def lorentz_diag(dim: int, lorentz: bool, *, dtype=torch.float64) -> torch.Tensor:
+def as_omitted(omitted, num_nodes: int, edge_index: torch.Tensor | None = None) -> torch.Tensor | None:
+    """Return held-out dyads as a ``(2, Q)`` int64 tensor, each dyad once, or raise naming ``omitted``.
+
+    Refused: a wrong shape, indices outside ``[0, num_nodes)``, a pair ``(n, n)``, a dyad listed
+    twice (in the same or the opposite direction: it would be added back twice), and a dyad that
+    is also an edge of ``edge_index`` (remove held-out edges from the graph first).
+    """
+    if omitted is None:
+        return None
+    num_nodes = _check_num_nodes(num_nodes)
+    om = _as_index_tensor(omitted, "omitted")
+    if om.ndim != 2 or om.shape[0] != 2:
+        raise ValueError(f"omitted: expected held-out dyads of shape (2, Q), each dyad once, got {tuple(om.shape)}")
+    if om.shape[1] == 0:
+        return om
+    if int(om.min()) < 0 or int(om.max()) >= num_nodes:
+        raise ValueError(f"omitted: node indices must lie in [0, {num_nodes}), got {int(om.min())}..{int(om.max())}")
+    if bool((om[0] == om[1]).any()):
+        raise ValueError("omitted: a dyad (n, n) joins a node to itself; the model has no self-dyads")
+    lo, hi = torch.minimum(om[0], om[1]), torch.maximum(om[0], om[1])
+    key = lo * num_nodes + hi
+    uniq, counts = torch.unique(key, return_counts=True)
+    if bool((counts > 1).any()):
+        k = int(uniq[counts > 1][0])
+        raise ValueError(f"omitted: dyad ({k // num_nodes}, {k % num_nodes}) is listed more than once (perhaps as "
+                         "(n, m) and (m, n)); list each held-out dyad once, in one direction")
+    if edge_index is not None and edge_index.shape[1]:
+        clash = torch.isin(om[0] * num_nodes + om[1], edge_index[0] * num_nodes + edge_index[1])
+        if bool(clash.any()):
+            i = int(torch.nonzero(clash)[0])
+            raise ValueError(f"omitted: held-out dyad ({int(om[0, i])}, {int(om[1, i])}) is also in edge_index; "
+                             "remove held-out edges from the graph")
+    return om
+
+
+def as_batch(batch, num_nodes: int, *pairs: tuple[str, torch.Tensor | None]) -> torch.Tensor | None:
+    """Return ``batch`` (the graph of each node, ``0..G-1``, every graph non-empty) as int64, or raise.
+
+    ``pairs``: ``(name, (2, P) tensor)`` whose columns must join nodes of the same graph.
+    """
+    if batch is None:
+        return None
+    b = _as_index_tensor(batch, "batch")
+    if b.shape != (num_nodes,):
+        raise ValueError(f"batch: expected one graph index per node, shape ({num_nodes},), got {tuple(b.shape)}")
+    if int(b.min()) < 0 or torch.unique(b).numel() != int(b.max()) + 1:
+        raise ValueError("batch: graph indices must be 0..G-1 with every graph holding at least one node")
+    for name, p in pairs:
+        if p is not None and p.shape[1] and bool((b[p[0]] != b[p[1]]).any()):
+            i = int(torch.nonzero(b[p[0]] != b[p[1]])[0])
+            raise ValueError(f"{name}: pair ({int(p[0, i])}, {int(p[1, i])}) joins two different graphs of the batch")
+    return b
+
+
+def lorentz_diag(dim: int, lorentz: bool, *, dtype=torch.float64, device=None) -> torch.Tensor:
     """The diagonal of L: all ones (BigClam) or ``(1_C, -1_C)`` with ``dim = 2C`` (IeClam)."""
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
         raise ValueError(f"dim: expected an integer >= 1, got {dim!r}")
     if not lorentz:
-        return torch.ones(dim, dtype=dtype)
+        return torch.ones(dim, dtype=dtype, device=device)
     if dim % 2:
         raise ValueError(f"dim: IeClam codes hold C inclusive and C exclusive entries, so dim must be even, got {dim}")
     c = dim // 2
-    return torch.cat([torch.ones(c, dtype=dtype), -torch.ones(c, dtype=dtype)])
+    return torch.cat([torch.ones(c, dtype=dtype, device=device), -torch.ones(c, dtype=dtype, device=device)])
 
 
 def check_codes(F, lorentz: bool, *, name: str = "F", tol: float = 1e-9) -> torch.Tensor:
@@ -101,12 +178,27 @@ def check_codes(F, lorentz: bool, *, name: str = "F", tol: float = 1e-9) -> torc
             raise ValueError(f"{name}: BigClam codes must be non-negative, got {float(F.min()):.3g}; "
                              "project with project_cone(F, lorentz=False)")
     else:
-        t, s = F.chunk(2, dim=1)
+        t, s = F.detach().chunk(2, dim=1)
         gap = (s.abs() - t).max()
         if float(gap) > tol:
             raise ValueError(f"{name}: IeClam codes must satisfy |s_c| <= t_c (the pairwise cone), violated by "
                              f"{float(gap):.3g}; project with project_cone(F, lorentz=True)")
     return F
+
+
+def _check_x_min(x_min) -> float:
+    if isinstance(x_min, bool) or not isinstance(x_min, (int, float)) or not (0 < x_min < math.inf):
+        raise ValueError(f"x_min: expected a finite number > 0, got {x_min!r}")
+    return float(x_min)
+
+
+def _checked(F, edge_index, lorentz, omitted=None, batch=None, x_min=X_MIN):
+    F = check_codes(F, lorentz)
+    ei = as_edge_index(edge_index, F.shape[0])
+    om = as_omitted(omitted, F.shape[0], ei)
+    b = as_batch(batch, F.shape[0], ("edge_index", ei), ("omitted", om))
+    dev = F.device
+    return F, ei.to(dev), om if om is None else om.to(dev), b if b is None else b.to(dev), _check_x_min(x_min)
 
 
 # --- the feasible cone ---------------------------------------------------------------------
@@ -134,7 +226,7 @@ def project_cone(F: torch.Tensor, lorentz: bool) -> torch.Tensor:
 
 def edge_logits(F: torch.Tensor, pairs: torch.Tensor, lorentz: bool) -> torch.Tensor:
     """``x_nm = f_n^T L f_m`` for each column ``(n, m)`` of ``pairs`` (shape ``(2, P)``)."""
-    L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype)
+    L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype, device=F.device)
     return (F[pairs[0]] * L * F[pairs[1]]).sum(-1)
 
 
@@ -153,64 +245,103 @@ def _clamped(x: torch.Tensor, x_min: float) -> torch.Tensor:
     return x + (x.clamp_min(x_min) - x).detach()
 
 
-def clam_loglik(F: torch.Tensor, edge_index: torch.Tensor, lorentz: bool, omitted: torch.Tensor | None = None,
-                x_min: float = X_MIN) -> torch.Tensor:
-    """The Clam log-likelihood of a graph, eq. (pieclam-loglik-fast), in O(|E| D + N D).
+def _totals(F: torch.Tensor, batch: torch.Tensor | None) -> torch.Tensor:
+    """``S = sum_m f_m`` over each node's own graph: shape ``(D,)``, or ``(N, D)`` with a batch."""
+    if batch is None:
+        return F.sum(0)
+    S = torch.zeros(int(batch.max()) + 1, F.shape[1], dtype=F.dtype, device=F.device).index_add_(0, batch, F)
+    return S[batch]
 
-    ``edge_index`` lists each edge in both directions (each counted one half). ``omitted``
-    (shape ``(2, Q)``, each dyad once) are dyads held out for link prediction: they count neither
-    as edges nor as non-edges, so their non-edge penalty ``x_nm``, which the ``-S^T L S`` term
-    charges to every pair, is added back (eq. (pieclam-omitted)). Edge logits are clamped at ``x_min``.
+
+def _edge_terms(F, edge_index, lorentz, x_min):
+    """Per directed edge, ``log(1 - e^{-max(x, x_min)}) + x``: the edge's log-probability plus the
+    non-edge penalty ``x`` that the all-pairs term charges it (eq. (pieclam-loglik-fast)).
+
+    Only the log-probability is clamped; the penalty added back is the unclamped ``x`` that the
+    all-pairs term subtracts, so the two cancel exactly and the O(|E|) form equals the dense
+    definition with the same clamp (:func:`dense_loglik`).
     """
-    L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype)
-    x = _clamped(edge_logits(F, edge_index, lorentz), x_min)
-    edge_term = (x + torch.log(-torch.expm1(-x))).sum()  # log(e^x - 1), stable for large and small x
-    S = F.sum(0)
-    ll = 0.5 * (edge_term - (S * L * S).sum() + (F * L * F).sum())
+    x = edge_logits(F, edge_index, lorentz)
+    return torch.log(-torch.expm1(-_clamped(x, x_min))) + x
+
+
+def _loglik(F, edge_index, lorentz, omitted=None, x_min=X_MIN, batch=None):
+    L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype, device=F.device)
+    S = _totals(F, batch)
+    ll = 0.5 * (_edge_terms(F, edge_index, lorentz, x_min).sum() - (F * L * S).sum() + (F * L * F).sum())
     if omitted is not None and omitted.shape[1]:
         ll = ll + edge_logits(F, omitted, lorentz).sum()
     return ll
 
 
-def clam_grad(F: torch.Tensor, edge_index: torch.Tensor, lorentz: bool, omitted: torch.Tensor | None = None,
-              x_min: float = X_MIN) -> torch.Tensor:
-    """The analytic gradient of :func:`clam_loglik`, eq. (pieclam-grad): one message per edge.
-
-    ``grad_n = L ( sum_{m ~ n} f_m / (1 - exp(-x_nm)) - sum_m f_m + f_n )`` (plus ``L f_m`` for
-    each omitted dyad ``(n, m)``).
-    """
-    L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype)
+def _grad(F, edge_index, lorentz, omitted=None, x_min=X_MIN, batch=None):
+    L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype, device=F.device)
     src, dst = edge_index
     x = edge_logits(F, edge_index, lorentz).clamp_min(x_min)
-    coef = 1.0 / -torch.expm1(-x)  # d/dx log(e^x - 1)
+    coef = 1.0 / -torch.expm1(-x)  # d/dx [log(1 - e^{-x}) + x]
     msg = torch.zeros_like(F).index_add_(0, src, coef[:, None] * F[dst])
     if omitted is not None and omitted.shape[1]:
         msg = msg.index_add_(0, omitted[0], F[omitted[1]]).index_add_(0, omitted[1], F[omitted[0]])
-    return (msg - F.sum(0) + F) * L
+    return (msg - _totals(F, batch) + F) * L
 
 
-def star_loglik(F: torch.Tensor, edge_index: torch.Tensor, lorentz: bool, x_min: float = X_MIN) -> torch.Tensor:
+def _star(F, edge_index, lorentz, x_min=X_MIN, batch=None):
+    L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype, device=F.device)
+    per_edge = _edge_terms(F, edge_index, lorentz, x_min)
+    edges = torch.zeros(F.shape[0], dtype=F.dtype, device=F.device).index_add_(0, edge_index[0], per_edge)
+    return 0.5 * (edges - (F * L * _totals(F, batch)).sum(1) + (F * L * F).sum(1))
+
+
+def clam_loglik(F: torch.Tensor, edge_index: torch.Tensor, lorentz: bool, omitted: torch.Tensor | None = None,
+                x_min: float = X_MIN, *, batch: torch.Tensor | None = None) -> torch.Tensor:
+    """The Clam log-likelihood of a graph, eq. (pieclam-loglik-fast), in O(|E| D + N D).
+
+    ``edge_index`` lists each edge in both directions (each counted one half). ``omitted``
+    (shape ``(2, Q)``, each dyad once) are dyads held out for link prediction: they count neither
+    as edges nor as non-edges, so their non-edge penalty ``x_nm``, which the ``-S^T L S`` term
+    charges to every pair, is added back (eq. (pieclam-omitted)). Edge probabilities are floored
+    at ``1 - e^{-x_min}``, exactly as in :func:`dense_loglik`. ``batch``: see the module docstring.
+    Bad arguments (codes outside the cone, a one-direction edge list, a dyad omitted twice)
+    raise ``ValueError`` naming the argument.
+    """
+    F, ei, om, b, x_min = _checked(F, edge_index, lorentz, omitted, batch, x_min)
+    return _loglik(F, ei, lorentz, om, x_min, b)
+
+
+def clam_grad(F: torch.Tensor, edge_index: torch.Tensor, lorentz: bool, omitted: torch.Tensor | None = None,
+              x_min: float = X_MIN, *, batch: torch.Tensor | None = None) -> torch.Tensor:
+    """The analytic gradient of :func:`clam_loglik`, eq. (pieclam-grad): one message per edge.
+
+    ``grad_n = L ( sum_{m ~ n} f_m / (1 - exp(-x_nm)) - sum_m f_m + f_n )`` (plus ``L f_m`` for
+    each omitted dyad ``(n, m)``), with ``x_nm`` clamped at ``x_min`` in the coefficient.
+    """
+    F, ei, om, b, x_min = _checked(F, edge_index, lorentz, omitted, batch, x_min)
+    return _grad(F, ei, lorentz, om, x_min, b)
+
+
+def star_loglik(F: torch.Tensor, edge_index: torch.Tensor, lorentz: bool, x_min: float = X_MIN, *,
+                batch: torch.Tensor | None = None) -> torch.Tensor:
     """Each node's share of eq. (pieclam-loglik-fast): its edges and its non-edges, halved.
 
-    ``star_n = 1/2 ( sum_{m ~ n} log(e^{x_nm} - 1) - f_n^T L S + f_n^T L f_n )``; the shares add up to
-    the log-likelihood. Low values flag nodes the model explains badly (the (S) anomaly score).
+    ``star_n = 1/2 ( sum_{m ~ n} [log(1 - e^{-x_nm}) + x_nm] - f_n^T L S + f_n^T L f_n )``; the shares
+    add up to :func:`clam_loglik`. Low values flag nodes the model explains badly (the (S) score).
     """
-    L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype)
-    x = edge_logits(F, edge_index, lorentz).clamp_min(x_min)
-    per_edge = x + torch.log(-torch.expm1(-x))
-    edges = torch.zeros(F.shape[0], dtype=F.dtype).index_add_(0, edge_index[0], per_edge)
-    return 0.5 * (edges - (F * L * F.sum(0)).sum(1) + (F * L * F).sum(1))
+    F, ei, _, b, x_min = _checked(F, edge_index, lorentz, None, batch, x_min)
+    return _star(F, ei, lorentz, x_min, b)
 
 
-def dense_loglik(F: torch.Tensor, A: torch.Tensor, lorentz: bool, known: torch.Tensor | None = None) -> torch.Tensor:
+def dense_loglik(F: torch.Tensor, A: torch.Tensor, lorentz: bool, known: torch.Tensor | None = None,
+                 x_min: float = X_MIN) -> torch.Tensor:
     """The definition, eq. (pieclam-loglik), over all pairs n < m: O(N^2), for tests only.
 
     ``A`` is the dense 0/1 adjacency; ``known`` (optional, boolean N x N) masks out omitted dyads.
+    Edge logits are clamped at ``x_min`` in the edge term, as in :func:`clam_loglik`.
     """
-    L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype)
+    x_min = _check_x_min(x_min)
+    L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype, device=F.device)
     X = (F * L) @ F.T
     upper = torch.triu(torch.ones_like(A, dtype=torch.bool), diagonal=1)
     if known is not None:
         upper = upper & known
-    ll = torch.where(A > 0, torch.log(-torch.expm1(-X.clamp_min(1e-300))), -X)
+    ll = torch.where(A > 0, torch.log(-torch.expm1(-X.clamp_min(x_min))), -X)
     return ll[upper].sum()

@@ -1,10 +1,13 @@
 """Graphs of the chapter: seeded block models, the small graphs that ship with networkx,
-planted anomalies, and link-prediction splits. Every graph is an ``edge_index`` (2 x 2E, both
-directions, no self-loops) with its number of nodes.
+planted anomalies, link-prediction splits, disjoint unions (to fit many graphs at once), and a
+known prior over IeClam codes (to sample a graph from, then recover it). Every graph is an
+``edge_index`` (2 x 2E, both directions, no self-loops) with its number of nodes.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Literal
 
 import networkx as nx
@@ -13,10 +16,11 @@ import torch
 
 from companion.validation import as_choice, as_probability
 
-from .core import as_edge_index
+from .core import as_edge_index, project_cone
 
 __all__ = ["NAMED_SBMS", "sbm", "sbm_probs", "named_sbm", "from_networkx", "nx_graph", "to_dense",
-           "plant_structural", "plant_contextual", "link_split", "undirected_pairs"]
+           "plant_structural", "plant_contextual", "link_split", "undirected_pairs", "disjoint_union",
+           "RingMixture"]
 
 # name -> (block sizes, block probability matrix)
 NAMED_SBMS = {
@@ -191,3 +195,58 @@ def link_split(edge_index, num_nodes: int, test_frac: float = 0.1, neg_ratio: in
     test_neg = np.stack([r[pick], c[pick]])
     return (_edges_from_upper(train[0], train[1]), torch.from_numpy(test_pos).long(),
             torch.from_numpy(test_neg).long())
+
+
+def disjoint_union(graphs) -> tuple[torch.Tensor, int, torch.Tensor, list[int]]:
+    """Graphs ``[(edge_index, N), ...]`` side by side: ``(edge_index, N_total, batch, offsets)``.
+
+    Node ``n`` of graph ``g`` becomes ``offsets[g] + n``; ``batch`` holds each node's graph, for
+    :func:`companion.pieclam.fit_clam` to fit them all at once.
+    """
+    graphs = list(graphs)
+    if not graphs:
+        raise ValueError("graphs: expected at least one (edge_index, num_nodes) pair")
+    parts, batch, offsets, total = [], [], [], 0
+    for g, (ei, n) in enumerate(graphs):
+        parts.append(as_edge_index(ei, n, name=f"graphs[{g}]") + total)
+        batch.append(torch.full((n,), g, dtype=torch.long))
+        offsets.append(total)
+        total += n
+    return torch.cat(parts, dim=1), total, torch.cat(batch), offsets
+
+
+@dataclass(frozen=True)
+class RingMixture:
+    """A known prior over IeClam codes ``(t, s)`` (C = 1): ``n_modes`` equal Gaussians of standard
+    deviation ``std`` on a circle of ``radius`` around ``center``, inside the cone ``|s| <= t``.
+
+    With the defaults the nearest mode lies four standard deviations from the cone's edge, so the
+    projection onto the cone after sampling moves a negligible mass and :meth:`log_prob` is the
+    density of the codes.
+    """
+
+    n_modes: int = 8
+    center: tuple[float, float] = (1.5, 0.0)
+    radius: float = 0.7
+    std: float = 0.09
+
+    def means(self) -> torch.Tensor:
+        angle = 2 * math.pi * torch.arange(self.n_modes, dtype=torch.float64) / self.n_modes
+        return torch.stack([self.center[0] + self.radius * torch.cos(angle),
+                            self.center[1] + self.radius * torch.sin(angle)], dim=1)
+
+    def sample(self, n: int, seed: int = 0) -> torch.Tensor:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n: expected an integer >= 1, got {n!r}")
+        gen = torch.Generator().manual_seed(seed)
+        mode = torch.randint(self.n_modes, (n,), generator=gen)
+        x = self.means()[mode] + self.std * torch.randn(n, 2, dtype=torch.float64, generator=gen)
+        return project_cone(x, lorentz=True)  # a no-op but for ~1e-5 of the mass
+
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.as_tensor(x, dtype=torch.float64)
+        if x.ndim != 2 or x.shape[1] != 2:
+            raise ValueError(f"x: expected codes of shape (N, 2), got {tuple(x.shape)}")
+        d2 = ((x[:, None, :] - self.means()[None]) ** 2).sum(-1)
+        return (torch.logsumexp(-d2 / (2 * self.std**2), dim=1) - math.log(self.n_modes)
+                - math.log(2 * math.pi * self.std**2))

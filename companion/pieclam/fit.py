@@ -11,6 +11,10 @@ With a prior: ``warmup_steps`` prior-free code steps, then ``rounds`` rounds of
 ``prior_steps`` Adam steps on the flow (codes frozen, noise added) followed by ``feat_steps``
 code steps (prior frozen), halving the code step, the noise and the prior's learning rate after
 each round; a last ``prior_steps`` on the flow fit it to the final codes.
+
+Several disjoint graphs can be fitted at once, without a prior, by giving ``batch`` (the graph
+of each node): each graph gets its own all-pairs term and its own step ``lr_feat_n / N_g``, so
+the result is that of separate fits, at the cost of one.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .core import as_edge_index, check_codes, clam_grad, clam_loglik, project_cone
-from .prior import RealNVPPrior
+from .core import _grad, _loglik, as_batch, as_edge_index, as_omitted, check_codes, project_cone
+from .prior import RealNVPPrior, clam_split
 
 __all__ = ["ClamConfig", "ClamResult", "fit_clam"]
 
@@ -102,8 +106,8 @@ def _check_attrs(attrs, num_nodes: int) -> torch.Tensor | None:
     return a
 
 
-def _code_step(F, ei, cfg, eta, omitted, prior, attrs):
-    g = clam_grad(F, ei, cfg.lorentz, omitted)
+def _code_step(F, ei, cfg, eta, omitted, prior, attrs, batch=None):
+    g = _grad(F, ei, cfg.lorentz, omitted, batch=batch)
     if prior is not None:
         Fg = F.detach().requires_grad_(True)
         x = Fg if attrs is None else torch.cat([Fg, attrs], dim=1)
@@ -117,13 +121,32 @@ def _code_step(F, ei, cfg, eta, omitted, prior, attrs):
     return project_cone(F + eta * g, cfg.lorentz)
 
 
+def _fit_prior(prior, opt, x, steps, gen):
+    """``steps`` Adam steps of maximum likelihood on ``x`` blurred by ``prior.noise_std`` (codes frozen).
+
+    The loss is the negative log-likelihood *summed* over the nodes, as in the official code, so
+    the weight decay weighs against the whole graph's likelihood, not against one node's.
+    Returns the last loss per node.
+    """
+    prior.train()
+    for _ in range(steps):
+        opt.zero_grad()
+        noisy = x + prior.noise_std * torch.randn(x.shape, dtype=x.dtype, generator=gen).to(x.device)
+        loss = -prior.log_prob(noisy).sum()
+        loss.backward()
+        opt.step()
+    prior.eval()
+    return float(loss.detach()) / x.shape[0] if steps else float("nan")
+
+
 def fit_clam(edge_index, num_nodes: int, cfg: ClamConfig = ClamConfig(), attrs=None, omitted=None,
-             F0=None) -> ClamResult:
+             F0=None, batch=None) -> ClamResult:
     """Fit a Clam model to an undirected simple graph (see the module docstring).
 
     ``attrs`` (N x A, optional): node attributes that the prior models beside the codes (PieClam
-    and PClam only). ``omitted`` (2 x Q): held-out dyads that count neither as edges nor as
-    non-edges. ``F0`` (optional): starting codes (else uniform on [0, 1)^D, projected).
+    and PClam only). ``omitted`` (2 x Q, each dyad once): held-out dyads that count neither as
+    edges nor as non-edges. ``F0`` (optional): starting codes (else uniform on [0, 1)^D,
+    projected). ``batch`` (N, optional, prior-free models only): the graph of each node.
     """
     if not isinstance(cfg, ClamConfig):
         raise ValueError(f"cfg: expected a ClamConfig, got {type(cfg).__name__}")
@@ -131,14 +154,10 @@ def fit_clam(edge_index, num_nodes: int, cfg: ClamConfig = ClamConfig(), attrs=N
     attrs = _check_attrs(attrs, num_nodes)
     if attrs is not None and not cfg.use_prior:
         raise ValueError("attrs: only a model with a prior (use_prior=True) can use node attributes")
-    if omitted is not None:
-        omitted = torch.as_tensor(np.asarray(omitted) if not torch.is_tensor(omitted) else omitted).long()
-        if omitted.ndim != 2 or omitted.shape[0] != 2 or (omitted.numel() and
-                                                           (omitted.min() < 0 or omitted.max() >= num_nodes)):
-            raise ValueError(f"omitted: expected dyads of shape (2, Q) with indices in [0, {num_nodes})")
-        key = set((ei[0] * num_nodes + ei[1]).tolist())
-        if any(int(a) * num_nodes + int(b) in key for a, b in omitted.T):
-            raise ValueError("omitted: a held-out dyad is also in edge_index; remove held-out edges from the graph")
+    omitted = as_omitted(omitted, num_nodes, ei)
+    batch = as_batch(batch, num_nodes, ("edge_index", ei), ("omitted", omitted))
+    if batch is not None and cfg.use_prior:
+        raise ValueError("batch: a batch of graphs is fitted without a prior (each graph would need its own)")
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     if F0 is None:
@@ -148,19 +167,22 @@ def fit_clam(edge_index, num_nodes: int, cfg: ClamConfig = ClamConfig(), attrs=N
         if F.shape != (num_nodes, cfg.dim):
             raise ValueError(f"F0: expected shape ({num_nodes}, {cfg.dim}), got {tuple(F.shape)}")
     result = ClamResult(F=F, cfg=cfg, edge_index=ei, attrs=attrs)
-    eta = cfg.lr_feat_n / num_nodes
+    if batch is None:
+        eta = cfg.lr_feat_n / num_nodes
+    else:  # each graph's own step, eta = lr_feat_n / N_g
+        eta = (cfg.lr_feat_n / torch.bincount(batch).double())[batch][:, None]
     step = 0
 
     def log(F):
         result.history["step"].append(step)
-        result.history["loglik"].append(float(clam_loglik(F, ei, cfg.lorentz, omitted)))
+        result.history["loglik"].append(float(_loglik(F, ei, cfg.lorentz, omitted, batch=batch)))
 
     def code_steps(F, n, prior):
         nonlocal step
         for _ in range(n):
             if step % cfg.log_every == 0:
                 log(F)
-            F = _code_step(F, ei, cfg, eta, omitted, prior, attrs)
+            F = _code_step(F, ei, cfg, eta, omitted, prior, attrs, batch)
             step += 1
         return F
 
@@ -170,39 +192,23 @@ def fit_clam(edge_index, num_nodes: int, cfg: ClamConfig = ClamConfig(), attrs=N
             log(F)
             result.F = F
             return result
-    F = code_steps(F, cfg.warmup_steps, None)
-    prior = RealNVPPrior(cfg.dim + (0 if attrs is None else attrs.shape[1]), n_blocks=cfg.n_blocks,
-                         hidden=cfg.hidden, noise_std=cfg.noise)
-    opt = torch.optim.Adam(prior.parameters(), lr=cfg.lr_prior, weight_decay=cfg.weight_decay)
+        F = code_steps(F, cfg.warmup_steps, None)
+    n_attrs = 0 if attrs is None else attrs.shape[1]
+    prior = RealNVPPrior(cfg.dim + n_attrs, n_blocks=cfg.n_blocks, hidden=cfg.hidden, noise_std=cfg.noise,
+                         first=clam_split(cfg.dim, cfg.lorentz, n_attrs))
+    opt = torch.optim.Adam(prior.parameters(), lr=cfg.lr_prior, weight_decay=cfg.weight_decay, foreach=True)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     result.history["prior_nll"] = []
     for _ in range(cfg.rounds):
-        prior.train()  # p-step: codes frozen, noise on
         x = F if attrs is None else torch.cat([F, attrs], dim=1)
-        for _ in range(cfg.prior_steps):
-            opt.zero_grad()
-            noisy = x + prior.noise_std * torch.randn(x.shape, dtype=x.dtype, generator=gen)
-            loss = -prior.log_prob(noisy).mean()
-            loss.backward()
-            opt.step()
-        result.history["prior_nll"].append(float(loss.detach()))
-        prior.eval()  # F-step: prior frozen
-        for p in prior.parameters():
-            p.requires_grad_(False)
+        result.history["prior_nll"].append(_fit_prior(prior, opt, x, cfg.prior_steps, gen))  # p-step
+        prior.requires_grad_(False)  # F-step: prior frozen
         F = code_steps(F, cfg.feat_steps, prior)
-        for p in prior.parameters():
-            p.requires_grad_(True)
+        prior.requires_grad_(True)
         eta, prior.noise_std = max(eta / 2, 1e-8), max(prior.noise_std / 2, 1e-4)
         sched.step()
-    # a last p-step, so the prior describes the final codes
-    prior.train()
     x = F if attrs is None else torch.cat([F, attrs], dim=1)
-    for _ in range(cfg.prior_steps):
-        opt.zero_grad()
-        loss = -prior.log_prob(x + prior.noise_std * torch.randn(x.shape, dtype=x.dtype, generator=gen)).mean()
-        loss.backward()
-        opt.step()
-    prior.eval()
+    result.history["prior_nll"].append(_fit_prior(prior, opt, x, cfg.prior_steps, gen))  # the prior of the final codes
     log(F)
     result.F, result.prior = F, prior
     return result

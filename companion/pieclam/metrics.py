@@ -1,8 +1,11 @@
 """Scores and measurements: ROC-AUC, the anomaly scores, dense edge probabilities for plots,
-the error of fitted edge probabilities, spectra, and sampling a graph from a fitted prior."""
+the error of fitted edge probabilities, spectra, sampling graphs from codes or from a fitted
+prior, where sampled codes fall between the two sides of a bipartite graph (the "bridge"), and
+the Lorentz boosts that relate two sets of IeClam codes decoding the same graph."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -11,11 +14,13 @@ from scipy.stats import rankdata
 
 from companion.validation import as_1d_float_array, as_choice
 
-from .core import lorentz_diag, project_cone, star_loglik
+from .core import _star, check_codes, lorentz_diag, project_cone
 from .data import _edges_from_upper, to_dense
+from .prior import GaussianKDE
 
 __all__ = ["roc_auc", "roc_curve", "anomaly_scores", "prob_matrix", "prob_error", "spectral_ratio",
-           "edge_density", "sample_graph"]
+           "edge_density", "sample_edges", "sample_graph", "side_contrast", "bridge_mass", "lorentz_boost",
+           "rapidity", "LorentzMap"]
 
 
 def roc_auc(pos_scores, neg_scores) -> float:
@@ -37,17 +42,26 @@ def roc_curve(pos_scores, neg_scores) -> tuple[np.ndarray, np.ndarray]:
     return np.array([(neg >= t).mean() for t in thr]), np.array([(pos >= t).mean() for t in thr])
 
 
-def anomaly_scores(result, kind: Literal["S", "P", "PS"] = "S") -> np.ndarray:
+def anomaly_scores(result, kind: Literal["S", "P", "PS"] = "S", density: Literal["flow", "kde"] = "flow"
+                   ) -> np.ndarray:
     """Normality scores of each node (low = anomalous): (S) the node's share of the log-likelihood,
-    (P) the log-prior of its code (and attributes), (PS) their sum."""
+    (P) the log-density of its code (and attributes), (PS) their sum.
+
+    ``density="flow"``: the fitted prior; ``"kde"``: a Gaussian KDE of the same codes (and
+    attributes), each node scored without its own kernel, the non-flow baseline.
+    """
     as_choice(kind, "kind", ("S", "P", "PS"))
+    as_choice(density, "density", ("flow", "kde"))
     with torch.no_grad():
-        s = star_loglik(result.F, result.edge_index, result.cfg.lorentz).numpy()
+        s = _star(result.F, result.edge_index, result.cfg.lorentz).cpu().numpy()
         if kind == "S":
             return s
-        if result.prior is None:
-            raise ValueError(f"kind: score {kind!r} needs a model with a prior (PClam or PieClam)")
-        p = result.prior.log_prob(result.prior_input()).numpy()
+        if density == "kde":
+            p = GaussianKDE(result.prior_input()).loo_log_prob().cpu().numpy()
+        elif result.prior is None:
+            raise ValueError(f"kind: score {kind!r} from the flow needs a model with a prior (PClam or PieClam)")
+        else:
+            p = result.prior.log_prob(result.prior_input()).cpu().numpy()
     return p if kind == "P" else p + s
 
 
@@ -75,16 +89,106 @@ def edge_density(edge_index, num_nodes: int) -> float:
     return float(edge_index.shape[1] / (num_nodes * (num_nodes - 1)))
 
 
-def sample_graph(result, num_nodes: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """A new graph from a fitted PClam/PieClam: codes from the prior (projected onto the cone),
-    then independent edges with the decoded probabilities. Returns ``(edge_index, codes)``."""
-    if result.prior is None:
-        raise ValueError("result: sampling a new graph needs a fitted prior (PClam or PieClam)")
-    gen = torch.Generator().manual_seed(seed)
-    x = result.prior.sample(num_nodes, generator=gen)
-    F = project_cone(x[:, : result.cfg.dim], result.cfg.lorentz)
-    P = prob_matrix(F, result.cfg.lorentz)
+def sample_edges(F: torch.Tensor, lorentz: bool, seed: int = 0) -> torch.Tensor:
+    """A graph drawn from codes ``F``: each dyad n < m is an edge with its decoded probability."""
+    F = check_codes(F, lorentz)
+    P = prob_matrix(F, lorentz)
     rng = np.random.default_rng(seed)
-    r, c = np.triu_indices(num_nodes, k=1)
+    r, c = np.triu_indices(F.shape[0], k=1)
     hit = rng.random(r.size) < P[r, c]
-    return _edges_from_upper(r[hit], c[hit]), F
+    return _edges_from_upper(r[hit], c[hit])
+
+
+def sample_graph(result, num_nodes: int, seed: int = 0, density=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A new graph from a fitted PClam/PieClam: ``num_nodes`` codes drawn from its prior (or from
+    ``density``, anything with ``sample(n, generator)``, e.g. a :class:`GaussianKDE` of the codes),
+    projected onto the cone, then independent edges. Returns ``(edge_index, codes)``."""
+    density = result.prior if density is None else density
+    if density is None:
+        raise ValueError("result: sampling a new graph needs a fitted prior (PClam or PieClam) or a density")
+    x = density.sample(num_nodes, generator=torch.Generator().manual_seed(seed))
+    F = project_cone(x[:, : result.cfg.dim].cpu(), result.cfg.lorentz)
+    return sample_edges(F, result.cfg.lorentz, seed), F
+
+
+def side_contrast(codes: torch.Tensor, ref: torch.Tensor, side, lorentz: bool) -> np.ndarray:
+    """For each code, ``|p_0 - p_1| / (p_0 + p_1)``, where ``p_k`` is its mean decoded edge
+    probability to the reference codes of side ``k`` (a two-sided graph, ``side`` in {0, 1}).
+
+    1 for a code that connects to one side only, 0 for one that connects to both alike.
+    """
+    side = np.asarray(side)
+    if side.shape != (ref.shape[0],) or not set(np.unique(side)) <= {0, 1}:
+        raise ValueError(f"side: expected a 0/1 label per reference code ({ref.shape[0]}), got shape {side.shape}")
+    L = lorentz_diag(ref.shape[1], lorentz, dtype=ref.dtype)
+    P = -torch.expm1(-((codes.to(ref.dtype) * L) @ ref.T)).numpy()
+    p0, p1 = P[:, side == 0].mean(1), P[:, side == 1].mean(1)
+    return np.abs(p0 - p1) / np.maximum(p0 + p1, 1e-12)
+
+
+def bridge_mass(codes: torch.Tensor, ref: torch.Tensor, side, lorentz: bool, threshold: float) -> float:
+    """The fraction of ``codes`` on the bridge between the two sides: side contrast below ``threshold``."""
+    return float(np.mean(side_contrast(codes, ref, side, lorentz) < threshold))
+
+
+def lorentz_boost(F: torch.Tensor, a, flip=False) -> torch.Tensor:
+    """Boost every pair ``c`` of IeClam codes by rapidity ``a[c]``, after reflecting ``s_c -> -s_c``
+    where ``flip[c]``: ``(t, s) -> (t cosh a + s sinh a, t sinh a + s cosh a)``.
+
+    The boosts and reflections keep every logit ``t.t' - s.s'`` (so every edge probability) and
+    map the cone onto itself; they have ``|det| = 1``, so a density moved by one keeps its values.
+    """
+    t, s = check_codes(F, True, tol=np.inf).chunk(2, dim=1)
+    C = t.shape[1]
+    a = torch.as_tensor(np.broadcast_to(np.asarray(a, dtype=float), (C,)).copy(), dtype=F.dtype)
+    sign = torch.as_tensor(np.where(np.broadcast_to(flip, (C,)), -1.0, 1.0), dtype=F.dtype)
+    s = s * sign
+    return torch.cat([t * torch.cosh(a) + s * torch.sinh(a), t * torch.sinh(a) + s * torch.cosh(a)], dim=1)
+
+
+def rapidity(F: torch.Tensor) -> torch.Tensor:
+    """``atanh(s_c / t_c)`` of every pair: a boost by ``a`` adds ``a``, a reflection flips the sign.
+
+    Pairs on the cone's edge (``|s| = t``) or at 0 give +-inf or nan; :class:`LorentzMap` skips them.
+    """
+    t, s = F.chunk(2, dim=1)
+    return torch.atanh(s / t)
+
+
+@dataclass(frozen=True)
+class LorentzMap:
+    """A reflection and boost per pair (:func:`lorentz_boost`); :meth:`fit` finds the one that
+    carries ``src`` onto ``dst`` node by node, e.g. true codes onto fitted ones.
+
+    A boost shifts every rapidity by the same ``a``, so ``a`` is the median shift of the nodes'
+    rapidities (robust to badly fitted nodes), and the reflection is the one under which the
+    shifts agree best (smaller median absolute deviation).
+    """
+
+    a: tuple[float, ...]
+    flip: tuple[bool, ...]
+
+    def __call__(self, F: torch.Tensor) -> torch.Tensor:
+        return lorentz_boost(F, self.a, self.flip)
+
+    @classmethod
+    def fit(cls, src: torch.Tensor, dst: torch.Tensor) -> LorentzMap:
+        if src.shape != dst.shape:
+            raise ValueError(f"dst: expected the shape of src {tuple(src.shape)}, got {tuple(dst.shape)}")
+        check_codes(src, True, name="src", tol=np.inf)
+        check_codes(dst, True, name="dst", tol=np.inf)
+        r_src, r_dst = rapidity(src.detach()), rapidity(dst.detach())
+        a, flip = [], []
+        for c in range(r_src.shape[1]):
+            ok = torch.isfinite(r_src[:, c]) & torch.isfinite(r_dst[:, c])
+            if int(ok.sum()) == 0:
+                raise ValueError(f"src: pair {c} has no code strictly inside the cone in both src and dst")
+            fits = []
+            for f in (False, True):
+                shift = r_dst[ok, c] - (-1 if f else 1) * r_src[ok, c]
+                centre = shift.median()
+                fits.append((float((shift - centre).abs().median()), f, float(centre)))
+            _, f, centre = min(fits)
+            a.append(centre)
+            flip.append(f)
+        return cls(tuple(a), tuple(flip))

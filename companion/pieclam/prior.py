@@ -1,11 +1,25 @@
-"""The prior of PieClam: a small RealNVP normalising flow over the code space, written in torch.
+"""Densities over the code space: PieClam's RealNVP prior, and a kernel density baseline.
 
-``x = g(z)`` with ``z`` from a diagonal Gaussian with trainable mean and scale, and ``g`` a stack of
-affine coupling blocks. Each block keeps half of the coordinates (``mask``) and moves the other
-half by ``y = x * exp(s(x_kept)) + t(x_kept)``; the log-scales are bounded with ``tanh`` so
-that a step of the optimiser cannot blow the flow up. The masks alternate, so every coordinate
-is moved by every other block. ``log p(x) = log N(z) - sum of the log-scales`` along the inverse
-pass (eq. (pieclam-flow)).
+**RealNVP** (eq. (pieclam-flow)): ``x = g(z)`` with ``z`` from a diagonal Gaussian with trainable
+mean and scale, and ``g`` a stack of affine coupling blocks. A block keeps one group of
+coordinates, ``A``, and moves the other, ``B``, by ``y_B = x_B * exp(s(x_A)) + t(x_A)``; the
+next block swaps the roles of ``A`` and ``B``, as the official code's fixed ``swap``
+permutation after every block does. The split matters: a coordinate is only ever moved as a
+function of the *other* group. By default ``A`` is the first half of the coordinates, which
+for Clam codes ``[t_1..t_C | s_1..s_C]`` is every inclusive entry, so each exclusive entry
+``s_c`` is moved as a function of the inclusive ones and vice versa (:func:`clam_split` keeps
+that property when node attributes are appended). The log-scales are bounded with ``tanh`` so
+that a step of the optimiser cannot blow the flow up. ``log p(x) = log N(z) - sum of the
+log-scales`` along the inverse pass.
+
+A RealNVP is a smooth bijection of R^d, and it pushes forward a Gaussian, whose density is
+positive everywhere: so is the prior's. Between two clusters of codes it always leaves some mass
+(a "bridge"); it can only thin it by stretching space there.
+
+**GaussianKDE**: a Gaussian kernel density estimate, the non-flow density the chapter compares
+with. Its bandwidth matrix is ``h^2`` times the sample covariance, with ``h`` chosen by likelihood
+cross-validation (the leave-one-out log-likelihood of the data) on a grid around Scott's rule
+``n^{-1/(d+4)}``, which alone over-smooths data made of separate clusters.
 """
 
 from __future__ import annotations
@@ -15,10 +29,32 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["RealNVPPrior"]
+__all__ = ["RealNVPPrior", "GaussianKDE", "clam_split"]
+
+
+def _check_int(name, v, low):
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise ValueError(f"{name}: expected an integer >= {low}, got {v!r}")
+
+
+def clam_split(dim: int, lorentz: bool, n_attrs: int = 0) -> torch.Tensor:
+    """The coordinates ``A`` that the even coupling blocks condition on, for ``[codes | attrs]``.
+
+    IeClam/PieClam codes (``lorentz=True``): the inclusive entries ``t``, so that every pair
+    ``(t_c, s_c)`` is split between ``A`` and ``B``. BigClam codes: their first half. Attributes:
+    their first half. The odd blocks condition on the complement.
+    """
+    _check_int("dim", dim, 1)
+    _check_int("n_attrs", n_attrs, 0)
+    if lorentz and dim % 2:
+        raise ValueError(f"dim: IeClam codes hold C inclusive and C exclusive entries, so dim must be even, got {dim}")
+    codes = torch.arange(dim) < (dim // 2 if lorentz else (dim + 1) // 2)
+    return torch.cat([codes, torch.arange(n_attrs) < (n_attrs + 1) // 2])
 
 
 class _Coupling(nn.Module):
+    """One affine coupling block: keeps the coordinates where ``mask`` is 1, moves the others."""
+
     def __init__(self, dim: int, mask: torch.Tensor, hidden: int, n_hidden_layers: int):
         super().__init__()
         self.register_buffer("mask", mask)
@@ -34,8 +70,9 @@ class _Coupling(nn.Module):
 
     def _shift_scale(self, kept: torch.Tensor):
         s, t = self.net(kept).chunk(2, dim=-1)
-        s = self.log_scale_max * torch.tanh(s / self.log_scale_max) * (1 - self.mask)
-        return s, t * (1 - self.mask)
+        moved = 1 - self.mask
+        s = self.log_scale_max * torch.tanh(s / self.log_scale_max) * moved
+        return s, t * moved
 
     def forward(self, z):  # base -> data
         s, t = self._shift_scale(z * self.mask)
@@ -49,28 +86,27 @@ class _Coupling(nn.Module):
 class RealNVPPrior(nn.Module):
     """A RealNVP density on R^dim: ``log_prob(x)`` of shape ``(N,)`` and ``sample(n)``.
 
-    ``noise_std``: during training (``.train()``), the fitting loop adds Gaussian noise of this
-    standard deviation to the codes before ``log_prob`` (the regulariser of the prior).
+    ``first`` (boolean, length ``dim``): the coordinates ``A`` the even blocks condition on (odd
+    blocks: the rest); default the first ``ceil(dim/2)``. ``noise_std``: during training, the
+    fitting loop adds Gaussian noise of this standard deviation to the codes (the regulariser).
     """
 
     def __init__(self, dim: int, n_blocks: int = 8, hidden: int = 32, n_hidden_layers: int = 2,
-                 noise_std: float = 0.05):
+                 noise_std: float = 0.05, first: torch.Tensor | None = None):
         super().__init__()
         for name, v, low in (("dim", dim, 1), ("n_blocks", n_blocks, 1), ("hidden", hidden, 1),
                              ("n_hidden_layers", n_hidden_layers, 0)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise ValueError(f"{name}: expected an integer >= {low}, got {v!r}")
+            _check_int(name, v, low)
         if not (isinstance(noise_std, (int, float)) and noise_std >= 0 and math.isfinite(noise_std)):
             raise ValueError(f"noise_std: expected a finite number >= 0, got {noise_std!r}")
+        first = torch.arange(dim) < (dim + 1) // 2 if first is None else torch.as_tensor(first)
+        if first.dtype != torch.bool or first.shape != (dim,):
+            raise ValueError(f"first: expected a boolean mask of length {dim}, got {first.dtype} {tuple(first.shape)}")
+        if dim > 1 and (bool(first.all()) or not bool(first.any())):
+            raise ValueError("first: the mask must split the coordinates into two non-empty groups")
         self.dim, self.noise_std = dim, float(noise_std)
-        blocks = []
-        for b in range(n_blocks):
-            if dim == 1:
-                mask = torch.zeros(1)  # one coordinate: nothing to condition on, an affine map
-            else:
-                mask = (torch.arange(dim) % 2 == b % 2).double()
-            blocks.append(_Coupling(dim, mask.double(), hidden, n_hidden_layers))
-        self.blocks = nn.ModuleList(blocks)
+        masks = (first.double(), (~first).double())
+        self.blocks = nn.ModuleList(_Coupling(dim, masks[b % 2], hidden, n_hidden_layers) for b in range(n_blocks))
         self.base_mean = nn.Parameter(torch.zeros(dim, dtype=torch.float64))
         self.base_log_std = nn.Parameter(torch.zeros(dim, dtype=torch.float64))
         self.double()
@@ -79,7 +115,7 @@ class RealNVPPrior(nn.Module):
         """``log p(x)`` for each row of ``x`` (shape ``(N, dim)``), eq. (pieclam-flow)."""
         if x.ndim != 2 or x.shape[1] != self.dim:
             raise ValueError(f"x: expected shape (N, {self.dim}), got {tuple(x.shape)}")
-        z, log_det = x, torch.zeros(x.shape[0], dtype=x.dtype)
+        z, log_det = x, torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
         for block in reversed(self.blocks):
             z, ld = block.inverse(z)
             log_det = log_det + ld
@@ -89,11 +125,66 @@ class RealNVPPrior(nn.Module):
 
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        """``n`` draws from the prior (shape ``(n, dim)``)."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n: expected an integer >= 1, got {n!r}")
-        z = torch.randn(n, self.dim, dtype=torch.float64, generator=generator)
+        """``n`` draws from the prior (shape ``(n, dim)``), on the prior's device."""
+        _check_int("n", n, 1)
+        dev = self.base_mean.device
+        z = torch.randn(n, self.dim, dtype=torch.float64, generator=generator, device=dev)
         x = self.base_mean + z * torch.exp(self.base_log_std)
         for block in self.blocks:
             x, _ = block(x)
         return x
+
+
+class GaussianKDE:
+    """A Gaussian kernel density estimate on the rows of ``data`` (N x d).
+
+    ``factor``: the bandwidth ``h`` in units of the data's standard deviations; default: the value
+    of ``SCOTT * 2**k``, ``k = -4, -3.5, ..., 1``, with the best leave-one-out log-likelihood.
+    ``log_prob(x)`` at new points; ``loo_log_prob()`` at the data points, each without its own
+    kernel (the honest in-sample score: with its own kernel every point looks likely);
+    ``sample(n)`` draws a data point and adds kernel noise.
+    """
+
+    def __init__(self, data: torch.Tensor, factor: float | None = None):
+        data = torch.as_tensor(data).detach().double()
+        if data.ndim != 2 or data.shape[0] < 2:
+            raise ValueError(f"data: expected shape (N, d) with N >= 2, got {tuple(data.shape)}")
+        if not bool(torch.isfinite(data).all()):
+            raise ValueError("data: must be finite (nan or inf found)")
+        if factor is not None and not (isinstance(factor, (int, float)) and 0 < factor < math.inf):
+            raise ValueError(f"factor: expected a finite number > 0, got {factor!r}")
+        n, d = data.shape
+        cov = torch.atleast_2d(torch.cov(data.T)) + 1e-12 * torch.eye(d, dtype=data.dtype, device=data.device)
+        self.data, self.dim, self._root = data, d, torch.linalg.cholesky(cov)
+        if factor is None:
+            scott = n ** (-1.0 / (d + 4))
+            grid = [scott * 2.0**k for k in torch.arange(-4, 1.01, 0.5).tolist()]
+            factor = max(grid, key=lambda h: float(self._with(h).loo_log_prob().mean()))
+        self.factor = float(factor)
+        self.chol = self.factor * self._root  # H = chol chol^T
+
+    def _with(self, factor: float) -> GaussianKDE:
+        return GaussianKDE(self.data, factor)
+
+    def _kernel_logs(self, x: torch.Tensor) -> torch.Tensor:
+        diff = x[:, None, :] - self.data[None]
+        z = torch.linalg.solve_triangular(self.chol, diff.reshape(-1, self.dim).T, upper=False).T
+        log_norm = torch.log(torch.diagonal(self.chol)).sum() + 0.5 * self.dim * math.log(2 * math.pi)
+        return -0.5 * (z**2).sum(-1).reshape(x.shape[0], -1) - log_norm
+
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.as_tensor(x, dtype=self.data.dtype, device=self.data.device)
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"x: expected shape (M, {self.dim}), got {tuple(x.shape)}")
+        return torch.logsumexp(self._kernel_logs(x), dim=1) - math.log(self.data.shape[0])
+
+    def loo_log_prob(self) -> torch.Tensor:
+        logs = self._kernel_logs(self.data)
+        logs.fill_diagonal_(-math.inf)
+        return torch.logsumexp(logs, dim=1) - math.log(self.data.shape[0] - 1)
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        _check_int("n", n, 1)
+        pick = torch.randint(self.data.shape[0], (n,), generator=generator)
+        noise = torch.randn(n, self.dim, dtype=self.data.dtype, generator=generator)
+        return self.data[pick] + noise @ self.chol.T
