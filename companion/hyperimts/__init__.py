@@ -24,6 +24,7 @@ from companion.hyperimts.train import (
     MODELS,
     RECIPES,
     evaluate,
+    evaluate_all,
     fit,
     load_or_train,
     make_splits,
@@ -37,4 +38,5 @@ from companion.hyperimts.train import (
 __all__ = ["HyperIMTS", "Hypergraph", "HyperedgeAttention", "NodeAttention", "IrregularityAwareAttention",
            "build_hypergraph", "incidence_matrices", "segment_softmax", "GRUD", "MTANLite", "GraFITi",
            "last_value", "history_mean", "fit", "evaluate", "masked_mse", "step_cost", "PeakMemory", "MODELS",
-           "RECIPES", "make_splits", "load_or_train", "trained", "model_key", "pooled_mse", "mean_ci"]
+           "RECIPES", "make_splits", "load_or_train", "trained", "model_key", "pooled_mse", "mean_ci",
+           "evaluate_all"]

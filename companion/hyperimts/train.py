@@ -28,7 +28,8 @@ from .baselines import GRUD, GraFITi, MTANLite
 from .model import HyperIMTS
 
 __all__ = ["masked_mse", "fit", "evaluate", "MODELS", "RECIPES", "make_splits", "build_models",
-           "load_or_train", "trained", "train_all", "pooled_mse", "mean_ci", "model_key", "CHECKPOINTS"]
+           "load_or_train", "trained", "train_all", "pooled_mse", "mean_ci", "model_key",
+           "evaluate_all", "CHECKPOINTS"]
 
 CHECKPOINTS = Path(__file__).parent / "checkpoints"
 
@@ -50,7 +51,7 @@ RECIPES = {
     # data: make_imts sizes (the control set uses seed + 1); models: seeds seed, seed + 1, ...;
     # every model trains a fixed number of epochs (cosine learning rate), keeping its best
     # validation epoch. quick: about twenty minutes on one CPU thread, shipped as a checkpoint.
-    "quick": dict(n_vars=8, n_train=1000, n_val=200, n_test=400, seed=0, seeds=3, d_model=32, hidden=64,
+    "quick": dict(n_vars=8, n_train=800, n_val=200, n_test=400, seed=0, seeds=3, d_model=32, hidden=64,
                   epochs=20, batch_size=32, lr=3e-3),
     "full": dict(n_vars=12, n_train=8000, n_val=1000, n_test=2000, seed=0, seeds=3, d_model=64, hidden=100,
                  epochs=30, batch_size=64, lr=2e-3),
@@ -222,6 +223,23 @@ def load_or_train(scale: str, seed: int, device=None, progress=None) -> tuple[to
             return models.to(device or "cpu"), {**meta, "source": "checkpoint"}
     models, histories = train_all(recipe, device, progress)
     return models, {"recipe": recipe, "histories": histories, "source": "trained in this run"}
+
+
+def evaluate_all(models: torch.nn.ModuleDict, record: dict, splits: dict, seeds, groups: dict) -> list[dict]:
+    """One row per (model, seed) of :data:`MODELS`: test MSE and MAE, the MSE on each group of
+    variables of ``groups`` (name -> variable ids), and the validation MSE beside the best one
+    recorded in training. ``splits`` maps each data set's name to its (validation, test) splits."""
+    rows = []
+    for name, (data_name, _) in MODELS.items():
+        val, test = splits[data_name]
+        for seed in seeds:
+            net = trained(models, name, seed)
+            res = evaluate(net, test.batches(256))
+            rows.append(dict(model=name, seed=seed, mse=res["mse"], mae=res["mae"],
+                             **{g: pooled_mse(res, v) for g, v in groups.items()},
+                             val=evaluate(net, val.batches(256))["mse"],
+                             recorded_val=record["histories"][model_key(name, seed)]["best_val"]))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
