@@ -1,0 +1,51 @@
+"""Companion of the chapter ``metta-class`` (Metta and Babu, ICML 2025, "Discovering a zero").
+
+A *Metta-Class* (the zero vector of the paper's vector space of classes) is an extra label given
+to points drawn uniformly from the input universe U. A network trained with it learns where the
+real classes live instead of partitioning all of U among them.
+
+Layout (equation labels are those of the chapter):
+
+* :mod:`.data`     -- the scaled 8x8 digits and the 2-D blobs, and off-manifold test inputs;
+* :mod:`.sampler`  -- :class:`MettaSampler`, uniform samples of U (eq. (metta-data));
+* :mod:`.train`    -- MLPs, the Metta net, the standard net and unary nets (eq. (metta-loss)),
+  unary margins (eq. (metta-margin));
+* :mod:`.metrics`  -- occupancy (eq. (metta-occupancy)), purity (eq. (metta-purity)), AUROC, the
+  max-softmax and Gaussian-density baselines;
+* :mod:`.setops`   -- membership, union (eq. (metta-union)), complement, agreement, overlap;
+* :mod:`.generate` -- clamped gradient ascent from noise (eq. (metta-ascent)).
+
+Conventions: inputs are float tensors ``(N, d)`` already scaled into U; real labels are
+``0..K-1`` and the Metta label is always ``K`` (a unary net has K = 1: class 0, Metta 1).
+Bad arguments raise ``ValueError`` naming the argument.
+"""
+
+from .data import Dataset, blobs, digits, shuffle_pixels
+from .generate import ascend
+from .metrics import (
+    GaussianDensity,
+    auroc,
+    max_softmax,
+    metta_probability,
+    occupancy_factor,
+    predict,
+    purity_factors,
+)
+from .sampler import MettaSampler
+from .setops import agreement, complement, membership, overlap_rate, union
+from .train import (
+    MLPEnsemble,
+    mlp,
+    train_ensemble,
+    train_metta_nets,
+    train_standard_nets,
+    train_unary_nets,
+    unary_margin,
+)
+
+__all__ = [
+    "Dataset", "blobs", "digits", "shuffle_pixels", "ascend", "GaussianDensity", "auroc", "max_softmax",
+    "metta_probability", "occupancy_factor", "predict", "purity_factors", "MettaSampler", "agreement",
+    "complement", "membership", "overlap_rate", "union", "MLPEnsemble", "mlp", "train_ensemble", "train_metta_nets",
+    "train_standard_nets", "train_unary_nets", "unary_margin",
+]

@@ -1,0 +1,209 @@
+"""The networks of the chapter: one MLP architecture, trained three ways.
+
+* the **Metta net**: K + 1 outputs, trained on the real data and Metta samples (eq. (metta-loss));
+* the **standard net**: the same MLP with K outputs, trained on the real data only (the baseline);
+* a **unary net**: 2 outputs (class 0, Metta 1), trained on one class and Metta samples only; its
+  margin s(x) = f_class(x) - f_Metta(x) estimates a log density ratio (eq. (metta-margin)).
+
+Several independent nets (seeds, or one unary net per class) are trained at once as an
+:class:`MLPEnsemble`: member s is an ordinary MLP with its own parameters, data and loss; stacking
+them only batches the matrix products, which makes a few thousand steps of tiny nets affordable
+on a CPU. ``ensemble.member(s)`` returns member s as a plain :func:`mlp`.
+
+Training is mini-batch cross-entropy with Adam for a fixed number of steps (the paper uses SGD for
+100-200 epochs; Adam reaches the same regime in a few thousand steps on these tiny nets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from ._checks import as_int, as_labels, as_points, as_positive
+from .sampler import MettaSampler
+
+__all__ = ["mlp", "MLPEnsemble", "train_ensemble", "train_metta_nets", "train_standard_nets",
+           "train_unary_nets", "unary_margin"]
+
+
+def mlp(d_in: int, hidden: Sequence[int] = (128, 64), n_out: int = 11) -> nn.Sequential:
+    """Linear-ReLU blocks of widths ``hidden``, then a linear layer to ``n_out`` logits."""
+    d_in, n_out = as_int(d_in, "d_in", low=1), as_int(n_out, "n_out", low=1)
+    widths = [as_int(h, "hidden", low=1) for h in hidden]
+    layers, last = [], d_in
+    for width in widths:
+        layers += [nn.Linear(last, width), nn.ReLU()]
+        last = width
+    return nn.Sequential(*layers, nn.Linear(last, n_out))
+
+
+class MLPEnsemble(nn.Module):
+    """``len(seeds)`` independent MLPs of one architecture; member s starts as ``mlp(...)`` built
+    after ``torch.manual_seed(seeds[s])``. ``forward`` maps ``(S, B, d)`` (or ``(B, d)``, given to
+    every member) to ``(S, B, n_out)``."""
+
+    def __init__(self, d_in: int, hidden: Sequence[int], n_out: int, seeds: Sequence[int]):
+        super().__init__()
+        seeds = [as_int(s, "seeds", low=0) for s in seeds]
+        if not seeds:
+            raise ValueError("seeds: expected at least one seed")
+        self.d_in, self.hidden, self.n_out = d_in, tuple(hidden), n_out
+        members = []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            members.append([m for m in mlp(d_in, hidden, n_out) if isinstance(m, nn.Linear)])
+        self.weights = nn.ParameterList(
+            nn.Parameter(torch.stack([layers[i].weight.detach().T for layers in members]))
+            for i in range(len(members[0])))
+        self.biases = nn.ParameterList(
+            nn.Parameter(torch.stack([layers[i].bias.detach()[None] for layers in members]))
+            for i in range(len(members[0])))
+
+    @property
+    def n_members(self) -> int:
+        return self.weights[0].shape[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim == 2:
+            x = x.expand(self.n_members, *x.shape)
+        last = len(self.weights) - 1
+        for i, (W, b) in enumerate(zip(self.weights, self.biases)):
+            x = torch.baddbmm(b, x, W)
+            x = x.relu() if i < last else x
+        return x
+
+    def member(self, s: int) -> nn.Sequential:
+        """Member ``s`` as an ordinary :func:`mlp` (a copy, on the ensemble's device)."""
+        s = as_int(s, "s", low=0, high=self.n_members - 1)
+        net = mlp(self.d_in, self.hidden, self.n_out).to(self.weights[0].device)
+        layers = [m for m in net if isinstance(m, nn.Linear)]
+        with torch.no_grad():
+            for layer, W, b in zip(layers, self.weights, self.biases):
+                layer.weight.copy_(W[s].T)
+                layer.bias.copy_(b[s, 0])
+        return net.eval()
+
+
+def train_ensemble(model: MLPEnsemble, data: Sequence[tuple[torch.Tensor, torch.Tensor]], *, steps: int,
+                   batch_size: int = 128, lr: float = 1e-3, seed: int = 0,
+                   callback: Callable[[int, MLPEnsemble], None] | None = None, every: int = 100) -> list[float]:
+    """Minimise each member's mean cross-entropy on its own ``data[s] = (X_s, y_s)`` with Adam.
+
+    At every step each member gets a mini-batch of ``batch_size`` points drawn uniformly (with
+    replacement) from its data. The members' losses are summed, so their gradients and Adam
+    updates stay independent. ``callback(step, model)`` runs at step 0 and every ``every`` steps
+    (no gradients). Returns the mean loss per member, averaged over each block of ``every`` steps.
+    """
+    if not isinstance(model, MLPEnsemble):
+        raise ValueError(f"model: expected an MLPEnsemble, got {type(model).__name__}")
+    if len(data) != model.n_members:
+        raise ValueError(f"data: expected one (X, y) pair per member ({model.n_members}), got {len(data)}")
+    steps, every = as_int(steps, "steps", low=1), as_int(every, "every", low=1)
+    batch_size, lr = as_int(batch_size, "batch_size", low=1), as_positive(lr, "lr")
+    Xs = [as_points(X, "data", d=model.d_in) for X, _ in data]
+    ys = [as_labels(y, X.shape[0], model.n_out, "data") for X, (_, y) in zip(Xs, data)]
+    sizes = torch.tensor([X.shape[0] for X in Xs], device=Xs[0].device)
+    n_max = int(sizes.max())
+    X_pad = torch.stack([torch.cat([X, X.new_zeros(n_max - X.shape[0], X.shape[1])]) for X in Xs])
+    y_pad = torch.stack([torch.cat([y, y.new_zeros(n_max - y.shape[0])]) for y in ys])
+    rows = torch.arange(model.n_members, device=X_pad.device)[:, None]
+    gen = torch.Generator().manual_seed(as_int(seed, "seed", low=0))
+    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
+    losses, total = [], torch.zeros((), device=X_pad.device)
+
+    def report(step):
+        if callback is not None:
+            with torch.no_grad():
+                callback(step, model)
+
+    report(0)
+    for step in range(1, steps + 1):
+        u = torch.rand(model.n_members, batch_size, generator=gen).to(X_pad.device)
+        idx = (u * sizes[:, None]).long()
+        logits = model(X_pad[rows, idx])
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), y_pad[rows, idx].flatten(),
+                                           reduction="sum") / batch_size
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        total = total + loss.detach()
+        if step % every == 0 or step == steps:
+            losses.append(float(total) / model.n_members / (every if step % every == 0 else steps % every))
+            total = torch.zeros((), device=X_pad.device)
+            if step % every == 0:
+                report(step)
+    return losses
+
+
+def _metta_data(X, y, n_classes, sampler, n_metta, seed):
+    """The augmented training set D u M of eq. (metta-data): M gets the label K = n_classes."""
+    M = sampler.sample(n_metta, torch.Generator().manual_seed(seed + 10_007)).to(X.device)
+    return torch.cat([X, M]), torch.cat([y, torch.full((n_metta,), n_classes, dtype=torch.long,
+                                                       device=X.device)])
+
+
+def train_metta_nets(X: torch.Tensor, y: torch.Tensor, n_classes: int, sampler: MettaSampler, *,
+                     n_metta: int, seeds: Sequence[int] = (0,), hidden: Sequence[int] = (128, 64),
+                     steps: int = 1500, **kw) -> MLPEnsemble:
+    """One Metta net per seed: ``n_classes + 1`` outputs, trained on ``X`` (labels ``0..K-1``) and
+    ``n_metta`` Metta samples labelled ``K`` (eq. (metta-data), (metta-loss)).
+
+    Each seed draws its own Metta samples once, before training, as the paper's code does.
+    """
+    X = as_points(X)
+    n_classes = as_int(n_classes, "n_classes", low=1)
+    y = as_labels(y, X.shape[0], n_classes)
+    _check_sampler(sampler, X.shape[1])
+    n_metta = as_int(n_metta, "n_metta", low=1)
+    model = MLPEnsemble(X.shape[1], hidden, n_classes + 1, seeds).to(X.device)
+    data = [_metta_data(X, y, n_classes, sampler, n_metta, s) for s in seeds]
+    train_ensemble(model, data, steps=steps, seed=seeds[0], **kw)
+    return model
+
+
+def train_standard_nets(X: torch.Tensor, y: torch.Tensor, n_classes: int, *, seeds: Sequence[int] = (0,),
+                        hidden: Sequence[int] = (128, 64), steps: int = 1500, **kw) -> MLPEnsemble:
+    """The baseline, one per seed: the same MLP with ``n_classes`` outputs, on the real data only."""
+    X = as_points(X)
+    n_classes = as_int(n_classes, "n_classes", low=1)
+    y = as_labels(y, X.shape[0], n_classes)
+    model = MLPEnsemble(X.shape[1], hidden, n_classes, seeds).to(X.device)
+    train_ensemble(model, [(X, y)] * len(seeds), steps=steps, seed=seeds[0], **kw)
+    return model
+
+
+def train_unary_nets(classes: Sequence[torch.Tensor], sampler: MettaSampler, *, n_metta: int, seed: int = 0,
+                     hidden: Sequence[int] = (64, 32), steps: int = 500, **kw) -> MLPEnsemble:
+    """One 2-way net per entry of ``classes`` (the points of one class each): class (label 0)
+    against its own ``n_metta`` Metta samples (label 1). No net sees another real class (K = 1)."""
+    if not classes:
+        raise ValueError("classes: expected at least one tensor of class points")
+    Xs = [as_points(X, "classes") for X in classes]
+    _check_sampler(sampler, Xs[0].shape[1])
+    n_metta, seed = as_int(n_metta, "n_metta", low=1), as_int(seed, "seed", low=0)
+    seeds = [seed + 1000 * i for i in range(len(Xs))]
+    model = MLPEnsemble(Xs[0].shape[1], hidden, 2, seeds).to(Xs[0].device)
+    data = [_metta_data(X, torch.zeros(X.shape[0], dtype=torch.long, device=X.device), 1, sampler, n_metta, s)
+            for X, s in zip(Xs, seeds)]
+    train_ensemble(model, data, steps=steps, seed=seed, **kw)
+    return model
+
+
+def unary_margin(net: nn.Module, X: torch.Tensor) -> torch.Tensor:
+    """``s(x) = f_class(x) - f_Metta(x)`` (eq. (metta-margin)): shape ``(N,)`` for one unary net,
+    ``(S, N)`` for an ensemble of them."""
+    X = as_points(X)
+    with torch.no_grad():
+        logits = net(X)
+    if logits.shape[-1] != 2:
+        raise ValueError(f"net: a unary net has 2 outputs (class, Metta), this one has {logits.shape[-1]}")
+    return logits[..., 0] - logits[..., 1]
+
+
+def _check_sampler(sampler, d: int) -> None:
+    if not isinstance(sampler, MettaSampler):
+        raise ValueError(f"sampler: expected a MettaSampler, got {type(sampler).__name__}")
+    if sampler.d != d:
+        raise ValueError(f"sampler: draws {sampler.d}-dimensional points but X has {d} features")

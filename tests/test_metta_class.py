@@ -1,0 +1,303 @@
+"""companion.metta_class: the Metta sampler, the nets, the metrics, set operations and generation,
+each pinned to a case computed by hand or by brute force, and the refusals of bad input."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import multivariate_normal
+from sklearn.covariance import LedoitWolf
+
+import companion.metta_class as mc
+
+torch.set_num_threads(1)
+
+
+# --- the sampler ---------------------------------------------------------------------------------
+
+def test_sampler_draws_inside_its_box_and_repeats_with_a_seed():
+    s = mc.MettaSampler([0.0, -2.0], [1.0, 3.0])
+    X = s.sample(2000, torch.Generator().manual_seed(0))
+    assert X.shape == (2000, 2) and s.contains(X).all()
+    assert torch.equal(X, s.sample(2000, torch.Generator().manual_seed(0)))
+    assert abs(float(X[:, 1].mean()) - 0.5) < 0.15  # the middle of [-2, 3]
+    assert s.log_density() == pytest.approx(-math.log(5.0))
+    assert mc.MettaSampler.cube(64).log_density() == 0.0
+    assert s.sample(0).shape == (0, 2)
+
+
+def test_from_data_pads_the_bounding_box_by_ten_percent_of_its_range():
+    s = mc.MettaSampler.from_data(torch.tensor([[0.0, 10.0], [2.0, 10.0]]), pad=0.1)
+    # dimension 0: range 2, padded by 0.2; dimension 1 is constant: width 1, padded by 0.1
+    assert torch.allclose(s.low, torch.tensor([-0.2, 9.9])) and torch.allclose(s.high, torch.tensor([2.2, 10.1]))
+
+
+@pytest.mark.parametrize("X, match", [
+    (torch.zeros(0, 2), "^X: expected at least one point"),
+    (torch.tensor([[0.0, float("nan")]]), "^X: must be finite"),
+    (torch.zeros(3), r"^X: expected shape \(N, d\), got \(3,\)"),
+    (np.zeros((3, 2)), "^X: expected a torch.Tensor"),
+])
+def test_from_data_refuses_bad_points(X, match):
+    with pytest.raises(ValueError, match=match):
+        mc.MettaSampler.from_data(X)
+
+
+def test_sampler_refuses_bad_bounds():
+    with pytest.raises(ValueError, match="^high: every bound must exceed low; dimension 1"):
+        mc.MettaSampler([0.0, 1.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="^high: expected shape"):
+        mc.MettaSampler([0.0, 0.0], [1.0])
+    with pytest.raises(ValueError, match="^low: the bounds must be finite"):
+        mc.MettaSampler([float("nan")], [1.0])
+    with pytest.raises(ValueError, match="^pad"):
+        mc.MettaSampler.from_data(torch.zeros(2, 2), pad=-1)
+    with pytest.raises(ValueError, match="^n: expected an integer"):
+        mc.MettaSampler.cube(2).sample(-1)
+
+
+# --- data ------------------------------------------------------------------------------------------
+
+def test_the_data_are_offline_scaled_and_split():
+    d = mc.digits(0)
+    assert d.X_train.shape == (1257, 64) and d.X_test.shape == (540, 64)
+    assert float(d.X_train.min()) == 0.0 and float(d.X_train.max()) == 1.0
+    assert torch.bincount(d.y_test).min() >= 50  # stratified
+    b = mc.blobs()
+    assert b.X_train.shape == (6000, 2) and b.centers.shape == (3, 2)
+    # every training point belongs to the blob whose centre is nearest (unit variance, far centres)
+    assert float((torch.cdist(b.X_train, b.centers).argmin(1) == b.y_train).float().mean()) > 0.99
+
+
+def test_shuffle_pixels_permutes_each_row_and_keeps_the_masked_pixels():
+    X = torch.rand(20, 8, generator=torch.Generator().manual_seed(0))
+    Y = mc.shuffle_pixels(X, torch.Generator().manual_seed(1))
+    assert torch.equal(Y.sort(1).values, X.sort(1).values) and not torch.equal(X, Y)
+    among = torch.tensor([True, True, True, False, False, True, False, True])
+    Z = mc.shuffle_pixels(X, torch.Generator().manual_seed(1), among=among)
+    assert torch.equal(Z[:, ~among], X[:, ~among])
+    assert torch.equal(Z[:, among].sort(1).values, X[:, among].sort(1).values)
+    with pytest.raises(ValueError, match="^among"):
+        mc.shuffle_pixels(X, among=torch.ones(3, dtype=torch.bool))
+
+
+# --- the nets ---------------------------------------------------------------------------------------
+
+def _toy(n=60, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 3, generator=gen)
+    return X, (X[:, 0] > 0.5).long()
+
+
+def test_a_metta_net_has_one_more_output_than_classes():
+    X, y = _toy()
+    net = mc.train_metta_nets(X, y, 2, mc.MettaSampler.cube(3), n_metta=30, seeds=[0, 1], hidden=(8,), steps=3)
+    assert net.n_members == 2 and net(X).shape == (2, 60, 3) and net.member(1)(X).shape == (60, 3)
+    std = mc.train_standard_nets(X, y, 2, seeds=[0], hidden=(8,), steps=3)
+    assert std(X).shape == (1, 60, 2)
+
+
+def test_an_ensemble_member_is_the_mlp_of_its_seed():
+    ens = mc.MLPEnsemble(3, (5, 4), 2, seeds=[7, 11])
+    torch.manual_seed(11)
+    ref = mc.mlp(3, (5, 4), 2)
+    X = torch.rand(9, 3)
+    assert torch.allclose(ens(X)[1], ref(X), atol=1e-6)
+    assert torch.allclose(ens.member(1)(X), ref(X), atol=1e-6)
+
+
+def test_ensemble_members_train_independently():
+    X, y = _toy()
+    X2, y2 = _toy(seed=5)
+    runs = []
+    for other in ((X, y), (X2, 1 - y2)):
+        ens = mc.MLPEnsemble(3, (8,), 2, seeds=[0, 1])
+        mc.train_ensemble(ens, [(X, y), other], steps=20, batch_size=16)
+        runs.append(ens)
+    # member 0 saw the same data and batches in both runs: changing member 1's data changes nothing
+    assert torch.equal(runs[0].member(0)(X), runs[1].member(0)(X))
+    assert not torch.equal(runs[0].member(1)(X), runs[1].member(1)(X))
+
+
+def test_the_unary_margin_is_the_log_density_ratio_on_a_case_solved_by_hand():
+    # class ~ U[0, 1/2], Metta ~ U[0, 1], equal counts: on [0, 1/2] the class density is 2, the
+    # Metta density 1, so the optimal log-odds is log 2 (eq. metta-margin); beyond 1/2 it is -inf.
+    X_class = torch.rand(3000, 1, generator=torch.Generator().manual_seed(0)) / 2
+    net = mc.train_unary_nets([X_class], mc.MettaSampler.cube(1), n_metta=3000, hidden=(32, 32), steps=1500,
+                              lr=3e-3)
+    inside = mc.unary_margin(net.member(0), torch.linspace(0.1, 0.4, 31)[:, None])
+    outside = mc.unary_margin(net.member(0), torch.linspace(0.6, 0.95, 31)[:, None])
+    assert abs(float(inside.median()) - math.log(2)) < 0.2
+    assert float(outside.max()) < -2
+
+
+def test_unary_margin_of_hand_set_weights():
+    net = mc.mlp(2, (), 2)  # a linear layer: f = W x + b
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([[1.0, 2.0], [0.5, -1.0]]))
+        net[0].bias.copy_(torch.tensor([0.25, -0.25]))
+    X = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, -1.0]])
+    # s = (1 - 0.5) x1 + (2 + 1) x2 + 0.5
+    assert torch.allclose(mc.unary_margin(net, X), torch.tensor([1.0, 3.5, -1.5]))
+    with pytest.raises(ValueError, match="^net: a unary net has 2 outputs"):
+        mc.unary_margin(mc.mlp(2, (), 3), X)
+
+
+def test_training_refuses_bad_input():
+    X, y = _toy()
+    cube = mc.MettaSampler.cube(3)
+    with pytest.raises(ValueError, match=r"^y: labels must lie in 0\.\.1"):
+        mc.train_metta_nets(X, y + 1, 2, cube, n_metta=10, steps=1)
+    with pytest.raises(ValueError, match="^n_metta: expected an integer >= 1, got 0"):
+        mc.train_metta_nets(X, y, 2, cube, n_metta=0, steps=1)
+    with pytest.raises(ValueError, match=r"^X: expected shape \(N, d\), got \(60, 3, 1\)"):
+        mc.train_metta_nets(X[..., None], y, 2, cube, n_metta=10, steps=1)
+    with pytest.raises(ValueError, match="^sampler: draws 64-dimensional points but X has 3"):
+        mc.train_metta_nets(X, y, 2, mc.MettaSampler.cube(64), n_metta=10, steps=1)
+    with pytest.raises(ValueError, match="^steps"):
+        mc.train_standard_nets(X, y, 2, steps=0)
+    with pytest.raises(ValueError, match="^lr"):
+        mc.train_standard_nets(X, y, 2, steps=1, lr=-1.0)
+    with pytest.raises(ValueError, match="^classes"):
+        mc.train_unary_nets([], cube, n_metta=10)
+    with pytest.raises(ValueError, match="^data: expected one"):
+        mc.train_ensemble(mc.MLPEnsemble(3, (4,), 2, [0, 1]), [(X, y)], steps=1)
+
+
+def test_a_short_metta_training_already_claims_the_empty_space():
+    b = mc.blobs(n_train=1500, n_test=30)
+    box = mc.MettaSampler.from_data(b.X_train)
+    net = mc.train_metta_nets(b.X_train, b.y_train, 3, box, n_metta=1500, hidden=(20, 10), steps=300)
+    fresh = box.sample(2000, torch.Generator().manual_seed(3))
+    assert mc.occupancy_factor(mc.predict(net.member(0), fresh), 3) < 0.5
+
+
+# --- metrics ----------------------------------------------------------------------------------------
+
+class _Constant(torch.nn.Module):
+    def __init__(self, logits):
+        super().__init__()
+        self.logits = torch.tensor(logits)
+
+    def forward(self, x):
+        return self.logits.expand(x.shape[0], -1)
+
+
+def test_occupancy_of_a_net_that_never_or_always_says_metta():
+    M = torch.rand(50, 4)
+    assert mc.occupancy_factor(mc.predict(_Constant([3.0, 1.0, 0.0]), M), 2) == 1.0
+    assert mc.occupancy_factor(mc.predict(_Constant([0.0, 1.0, 3.0]), M), 2) == 0.0
+    assert mc.occupancy_factor(torch.tensor([0, 2, 2, 1]), 2) == 0.5
+
+
+def test_purity_is_the_precision_on_digits_and_metta_points_computed_by_hand():
+    y = torch.tensor([0, 0, 1, 1, 2, 3, 3, 3])  # K = 3, label 3 is Metta
+    pred = torch.tensor([0, 1, 1, 1, 2, 0, 2, 3])
+    # class 0: predicted twice, right once; class 1: 3 times, right twice; class 2: twice, once
+    assert torch.allclose(mc.purity_factors(pred, y, 3), torch.tensor([0.5, 2 / 3, 0.5], dtype=torch.float64))
+    never = mc.purity_factors(torch.tensor([0, 0, 3]), torch.tensor([0, 1, 3]), 3)
+    assert never[0] == 0.5 and torch.isnan(never[1:]).all()
+    with pytest.raises(ValueError, match=r"^y: labels must lie in 0\.\.3"):
+        mc.purity_factors(pred, y + 1, 3)
+    with pytest.raises(ValueError, match="^pred: expected a non-empty 1-D tensor"):
+        mc.purity_factors(torch.tensor([], dtype=torch.long), y[:0], 3)
+    with pytest.raises(ValueError, match="^pred: expected integer labels"):
+        mc.occupancy_factor(torch.tensor([0.5]), 1)
+
+
+def test_auroc_equals_a_brute_force_count_with_ties():
+    rng = np.random.default_rng(0)
+    pos, neg = rng.integers(0, 5, 40).astype(float), rng.integers(0, 5, 30).astype(float)
+    brute = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (pos.size * neg.size)
+    assert mc.auroc(pos, neg) == pytest.approx(brute, abs=1e-12)
+    assert mc.auroc([2.0, 3.0], [0.0, 1.0]) == 1.0 and mc.auroc([0.0], [1.0]) == 0.0
+    with pytest.raises(ValueError, match="^negative: expected a non-empty"):
+        mc.auroc([1.0], [])
+    with pytest.raises(ValueError, match="^positive: scores must be finite"):
+        mc.auroc([np.nan], [1.0])
+
+
+def test_gaussian_density_matches_scipy():
+    gen = torch.Generator().manual_seed(0)
+    X = torch.cat([torch.randn(40, 3, generator=gen), torch.randn(20, 3, generator=gen) + 4])
+    y = torch.cat([torch.zeros(40, dtype=torch.long), torch.ones(20, dtype=torch.long)])
+    model = mc.GaussianDensity(X, y, 2)
+    Xn, Q = X.double().numpy(), torch.rand(5, 3, generator=gen)
+    ref = np.logaddexp(*[np.log(w) + multivariate_normal(Xn[y.numpy() == k].mean(0),
+                                                         LedoitWolf().fit(Xn[y.numpy() == k]).covariance_)
+                         .logpdf(Q.double().numpy()) for k, w in ((0, 40 / 60), (1, 20 / 60))])
+    assert np.allclose(model.log_density(Q), ref, atol=1e-9)
+    with pytest.raises(ValueError, match="^y: class 1 has 1 points"):
+        mc.GaussianDensity(X[:41], y[:41], 2)
+    with pytest.raises(ValueError, match="^X: expected 3 features"):
+        model.log_density(torch.zeros(2, 4))
+
+
+def test_scores_of_one_net_and_of_an_ensemble():
+    net = _Constant([0.0, 0.0, math.log(2.0)])
+    X = torch.zeros(4, 2)
+    assert torch.allclose(mc.metta_probability(net, X), torch.full((4,), 0.5))
+    assert torch.allclose(mc.max_softmax(net, X), torch.full((4,), 0.5))
+    ens = mc.MLPEnsemble(2, (3,), 3, seeds=[0, 1])
+    assert mc.predict(ens, X).shape == (2, 4) and mc.metta_probability(ens, X).shape == (2, 4)
+
+
+# --- set operations ---------------------------------------------------------------------------------
+
+def test_set_operations_on_small_memberships():
+    a = mc.membership(torch.tensor([1.0, -1.0, 2.0, -3.0]))
+    b = mc.membership(torch.tensor([-1.0, -1.0, 0.5, 4.0]))
+    assert a.tolist() == [True, False, True, False]
+    assert mc.union(a, b).tolist() == [True, False, True, True]
+    assert mc.complement(a).tolist() == [False, True, False, True]
+    assert mc.agreement(a, b) == 0.5
+    assert mc.overlap_rate(a, b) == pytest.approx(1 / 3)  # both at index 2, either at 0, 2, 3
+    assert mc.overlap_rate(a & ~a, a & ~a) == 0.0
+    with pytest.raises(ValueError, match="^b: expected shape"):
+        mc.agreement(a, b[:3])
+    with pytest.raises(ValueError, match="^memberships: expected shape"):
+        mc.union(a, b[:2])
+    with pytest.raises(ValueError, match="^m: expected a non-empty 1-D bool tensor"):
+        mc.complement(torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match="^scores: margins must be finite"):
+        mc.membership(torch.tensor([float("nan")]))
+
+
+# --- generation ---------------------------------------------------------------------------------
+
+def _linear():
+    net = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([[1.0, -2.0, 0.5], [0.0, 1.0, 0.0]]))
+        net.bias.zero_()
+    return net
+
+
+def test_ascent_on_a_linear_model_is_exact_and_stays_in_the_box():
+    net, x0 = _linear(), torch.full((2, 3), 0.5)
+    x = mc.ascend(net, x0, 0, steps=4, step_size=0.05)
+    # the gradient of logit 0 is w_0 everywhere: x0 + 4 * 0.05 * w_0, clipped to [0, 1]
+    assert torch.allclose(x, (x0 + 0.2 * net.weight[0]).clamp(0, 1).detach())
+    assert torch.equal(x0, torch.full((2, 3), 0.5))  # x0 is not modified
+    far = mc.ascend(net, x0, 0, steps=100, step_size=0.05)
+    assert far.min() >= 0 and far.max() <= 1 and far[0].tolist() == [1.0, 0.0, 1.0]
+    free = mc.ascend(net, x0, 0, steps=100, step_size=0.05, clamp=None)
+    assert free.max() > 1  # the paper's unclamped ascent leaves the cube
+    with torch.no_grad():
+        logits = [float(net(mc.ascend(net, x0, 0, steps=t, step_size=0.05))[0, 0]) for t in range(20)]
+    assert all(b >= a - 1e-7 for a, b in zip(logits, logits[1:]))
+    per_row = mc.ascend(net, x0, torch.tensor([0, 1]), steps=2, step_size=0.1)
+    assert torch.allclose(per_row[1], (x0[1] + 0.2 * net.weight[1]).detach())
+
+
+def test_ascent_refuses_bad_class_indices():
+    net, x0 = _linear(), torch.rand(2, 3)
+    for bad, match in [(2, r"labels must lie in 0\.\.1"), (-1, r"labels must lie in 0\.\.1"),
+                       (0.5, "expected an integer"), (torch.tensor([0, 1, 1]), "expected 2 labels")]:
+        with pytest.raises(ValueError, match=f"^class_index: {match}"):
+            mc.ascend(net, x0, bad)
+    with pytest.raises(ValueError, match="^clamp"):
+        mc.ascend(net, x0, 0, clamp=(1.0, 0.0))
+    with pytest.raises(ValueError, match="^step_size"):
+        mc.ascend(net, x0, 0, step_size=0)
