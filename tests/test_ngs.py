@@ -183,15 +183,16 @@ def test_full_mutation_equals_unrestricted_sampling(policy):
 
 # --- selection, dedupe, budget -------------------------------------------------------------------
 
-def test_rank_weights():
+def test_rank_weights_of_distinct_tours():
     costs = torch.tensor([[3.0, 1.0, 2.0, 5.0]])
-    w = search.rank_weights(costs, 0.01)
+    distinct = torch.arange(4)[None]
+    w = search.parent_weights(costs, distinct, 0.01)
     assert torch.allclose(w.sum(-1), torch.ones(1))
     assert (w[0, [1, 2, 0, 3]].diff() < 0).all()  # decreasing in rank
-    assert torch.allclose(search.rank_weights(costs, 1e6), torch.full((1, 4), 0.25))
+    assert torch.allclose(search.parent_weights(costs, distinct, 1e6), torch.full((1, 4), 0.25))
     for kappa in (0.0, -1.0):
         with pytest.raises(ValueError, match="^rank_coef"):
-            search.rank_weights(costs, kappa)
+            search.parent_weights(costs, distinct, kappa)
 
 
 def test_edge_hash_ignores_rotation_and_direction():

@@ -1,10 +1,11 @@
 """Companion of the chapter ``ngs`` (Kim et al., ICML 2025, "Neural Genetic Search in Discrete Spaces").
 
-* :mod:`.tsp`    -- instances, tour lengths, validity checks, exact optima (Held-Karp, CP-SAT);
+* :mod:`.tsp`    -- instances, tour lengths, validity checks, exact optima (Held-Karp, CP-SAT, an
+  integer programme with subtour cuts);
 * :mod:`.policy` -- the attention policy and its batched, maskable decoder (eq. (ngs-policy), (ngs-cross));
 * :mod:`.train`  -- POMO REINFORCE training (eq. (ngs-pomo)) and the shipped checkpoint;
 * :mod:`.search` -- test-time search at an equal budget of decoded tours: sampling,
-  multi-start greedy, and the genetic search (eq. (ngs-rank)).
+  multi-start greedy, ACO on the policy (eq. (ngs-aco)) and the genetic search (eq. (ngs-rank)).
 """
 
 from .policy import AttentionPolicy, Rollout, allowed_mask
@@ -22,7 +23,6 @@ from .search import (
     neighbour_table,
     ngs_search,
     parent_neighbours,
-    rank_weights,
     sample_search,
 )
 from .train import load_or_train, load_policy, train_pomo

@@ -27,7 +27,6 @@ from .tsp import check_coords, is_permutation, tour_length
 __all__ = [
     "NGSConfig",
     "SearchResult",
-    "rank_weights",
     "neighbour_table",
     "parent_neighbours",
     "edge_hash",
@@ -75,16 +74,6 @@ def _check_int(value, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
     return value
-
-
-def rank_weights(costs: torch.Tensor, kappa: float) -> torch.Tensor:
-    """w(s) = 1 / (kappa P + rank(s)), rank 0 = lowest cost, normalised per row: ``(B, P) -> (B, P)``."""
-    if not kappa > 0:
-        raise ValueError(f"rank_coef: expected kappa > 0, got {kappa!r}")
-    P = costs.shape[-1]
-    rank = costs.argsort(-1).argsort(-1).float()
-    w = 1.0 / (kappa * P + rank)
-    return w / w.sum(-1, keepdim=True)
 
 
 def _gumbel_topk(log_w: torch.Tensor, k: int, generator) -> torch.Tensor:
@@ -369,7 +358,8 @@ def aco_search(policy: AttentionPolicy, coords, budget: int, config: ACOConfig =
         deposit = ((high - lengths) / (high - low).clamp_min(1e-12)).double() ** 2 / A  # (B, A)
         a, b = out.tours, out.tours.roll(-1, -1)
         edges = torch.cat([a * n + b, b * n + a], 1).view(B, -1)  # both directions of every edge
-        tau = config.decay * tau + torch.zeros_like(tau).scatter_add_(1, edges, deposit.repeat_interleave(n, 1).repeat(1, 2))
+        per_edge = deposit.repeat_interleave(n, 1).repeat(1, 2)  # (B, 2 A n), aligned with edges
+        tau = config.decay * tau + torch.zeros_like(tau).scatter_add_(1, edges, per_edge)
     return SearchResult(best_len, best_tours, torch.stack(curve, 1), decoded, policy.decoded - start, all(valid))
 
 

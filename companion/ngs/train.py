@@ -10,7 +10,7 @@ Entry point (writes ``companion/ngs/checkpoints/tsp20.pt`` and ``tsp20.json``)::
 
     python -m companion.ngs.train --scale quick|full [--out DIR] [--seed 0]
 
-``quick`` is the recipe of the shipped checkpoint (a CPU run of about ten minutes);
+``quick`` is the recipe of the shipped checkpoint (its record gives the training time);
 ``full`` trains longer (for a GPU).
 """
 
