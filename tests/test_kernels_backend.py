@@ -237,7 +237,7 @@ def test_the_autotuned_launches_run_and_pick_a_config(monkeypatch):
     q, k, v = (torch.randn(1, 1, 100, 16) for _ in range(3))
     mask = torch.tensor([[True, False], [True, True]])
     plan = bsa.prepare_block_sparse_attention(q, k, v, mask, 64, backend="triton")
-    assert plan.autotuned
+    assert plan.autotuned and plan.config is None  # the autotuner's choice is known after the first run
     torch.testing.assert_close(plan.run(q, k, v), bsa.block_sparse_attention_reference(q, k, v, mask, 64),
                                atol=1e-5, rtol=1e-5)
     fits = [{**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
@@ -246,7 +246,7 @@ def test_the_autotuned_launches_run_and_pick_a_config(monkeypatch):
     kc, off, lens = torch.randn(300, 16), torch.tensor([[0, 200]]), torch.tensor([[200, 100]])
     qd = torch.randn(1, 4, 16)
     dplan = sda.prepare_sparse_decode_attention(qd, kc, kc, off, lens, backend="triton", num_splits=2)
-    assert dplan.autotuned
+    assert dplan.autotuned and dplan.config is None
     torch.testing.assert_close(dplan.run(qd, kc, kc), sda.sparse_decode_attention_reference(qd, kc, kc, off, lens),
                                atol=1e-5, rtol=1e-5)
     assert dplan.config in [{**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages} for c in sda.CONFIGS]

@@ -237,6 +237,7 @@ class BlockSparsePlan:
         self.backend, self.block_size, self.scale, self.return_lse = backend, block_size, scale, return_lse
         self._signature, self._mask4 = signature, mask4
         self._config = config if backend == "triton" else None
+        self._tuned = None  # the autotuner's choice for this plan, after its first run
         if backend == "triton":
             B, H, nb = mask4.shape[:3]
             self.kv_idx, self.kv_cnt = block_lut(mask4.reshape(B * H, nb, nb))
@@ -249,7 +250,7 @@ class BlockSparsePlan:
     def config(self) -> dict | None:
         if not self.autotuned:
             return self._config
-        best = getattr(_block_sparse_fwd_tuned, "best_config", None)
+        best = self._tuned
         return None if best is None else {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
 
     def _check_like(self, q, k, v):
@@ -285,6 +286,8 @@ class BlockSparsePlan:
             MASK_BLOCK=self.block_size, HEAD_DIM=D,
             PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # float32 stays exact (no TF32 rounding)
             **options)
+        if self._config is None:
+            self._tuned = _block_sparse_fwd_tuned.best_config
         return o, lse
 
 

@@ -244,6 +244,7 @@ class SparseDecodePlan:
         self.backend, self.scale, self.G, self.num_splits = backend, scale, G, num_splits
         self.return_lse, self._signature = return_lse, signature
         self._config = config if backend == "triton" else None
+        self._tuned = None  # the autotuner's choice for this plan, after its first run
         if backend == "torch":
             self._lists = offsets.tolist(), lengths.tolist()
         else:
@@ -259,7 +260,7 @@ class SparseDecodePlan:
     def config(self) -> dict | None:
         if not self.autotuned:
             return self._config
-        best = getattr(_sparse_decode_kernel_tuned, "best_config", None)
+        best = self._tuned
         return None if best is None else {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
 
     def _check_like(self, q, k, v):
@@ -298,6 +299,8 @@ class SparseDecodePlan:
             G=self.G, BLOCK_G=max(16, triton.next_power_of_2(self.G)), BLOCK_D=D,
             IEEE=q.dtype == torch.float32, **options,
         )
+        if self._config is None:
+            self._tuned = _sparse_decode_kernel_tuned.best_config
         _merge_splits[(B * Hq,)](
             acc, m, l, out, lse, Hq, S,
             acc.stride(0), acc.stride(1), acc.stride(2), m.stride(0), m.stride(1), out.stride(0), out.stride(1),
