@@ -177,6 +177,8 @@ def test_autotune_configs_fit_every_block():
         fit = bsa._tiles_fit(bsa.CONFIGS, {}, MASK_BLOCK=block)
         assert fit and all(block % c.kwargs["BLOCK_M"] == 0 and block % c.kwargs["BLOCK_N"] == 0 for c in fit)
     assert len(bsa._tiles_fit(bsa.CONFIGS, {}, MASK_BLOCK=128)) == len(bsa.CONFIGS)
+    exact = bsa._tiles_fit(bsa.CONFIGS, {}, MASK_BLOCK=128, PRECISION="ieee")  # float32: small tiles only
+    assert [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) for c in exact] == [(64, 32), (32, 32), (16, 16)]
 
 
 @pytest.mark.parametrize("kwargs,name", [

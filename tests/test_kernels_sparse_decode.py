@@ -183,3 +183,8 @@ def test_gpu_autotuned_kernel_equals_the_fp32_reference(dtype):
     assert set(plan.config) == {"BLOCK_N", "num_warps", "num_stages"}
     ref = sda.sparse_decode_attention_reference(*args)
     torch.testing.assert_close(out.float(), ref.float(), atol=TOL[dtype], rtol=TOL[dtype])
+
+
+def test_autotune_keeps_small_key_tiles_for_exact_float32():
+    assert sda._tiles_fit(sda.CONFIGS, {}, IEEE=False) == sda.CONFIGS
+    assert {c.kwargs["BLOCK_N"] for c in sda._tiles_fit(sda.CONFIGS, {}, IEEE=True)} == {32, 64}

@@ -109,8 +109,11 @@ def _block_sparse_fwd(Q, K, V, O, LSE, KV_IDX, KV_CNT, qk_scale,
 
 
 def _tiles_fit(configs, named_args, **kwargs):
-    """The autotuner's configurations whose tiles divide the mask block."""
-    return [c for c in configs if max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) <= kwargs["MASK_BLOCK"]]
+    """The autotuner's configurations whose tiles divide the mask block; for exact float32 dots
+    (``"ieee"``: FMAs, no tensor cores) only tiles up to 64 x 32, which compile in seconds."""
+    most = 64 * 32 if kwargs.get("PRECISION") == "ieee" else 128 * 128
+    return [c for c in configs if max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) <= kwargs["MASK_BLOCK"]
+            and c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= most]
 
 
 _block_sparse_fwd_tuned = triton.autotune(CONFIGS, key=["N", "HEAD_DIM", "MASK_BLOCK"],

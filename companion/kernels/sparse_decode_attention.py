@@ -141,8 +141,13 @@ if HAS_TRITON:
     # (BLOCK_N, num_warps, num_stages) tried by the autotuner on CUDA
     CONFIGS = [triton.Config({"BLOCK_N": n}, num_warps=w, num_stages=s)
                for n, w, s in ((32, 4, 2), (64, 4, 2), (64, 4, 3), (128, 4, 3), (128, 8, 3))]
+    def _tiles_fit(configs, named_args, **kwargs):
+        """For exact float32 dots (FMAs, no tensor cores) only key tiles up to 64 rows."""
+        return [c for c in configs if not kwargs["IEEE"] or c.kwargs["BLOCK_N"] <= 64]
+
     _sparse_decode_kernel_tuned = triton.autotune(
-        CONFIGS, key=["n_kv_heads", "num_splits", "len_bucket", "G", "BLOCK_D"])(_sparse_decode_kernel)
+        CONFIGS, key=["n_kv_heads", "num_splits", "len_bucket", "G", "BLOCK_D"],
+        prune_configs_by={"early_config_prune": _tiles_fit})(_sparse_decode_kernel)
 else:  # pragma: no cover
     CONFIGS = []
 
