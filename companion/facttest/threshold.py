@@ -104,7 +104,7 @@ def facttest_threshold(null_scores, alpha, delta) -> float:
     """
     t = as_1d_float_array(null_scores, "null_scores", allow_empty=True)
     alpha, delta = as_probability(alpha, "alpha"), as_probability(delta, "delta")
-    k, tau = _threshold(t, alpha, delta)
+    _, tau = _threshold(t, alpha, delta)
     if tau == math.inf:
         _warn_never_answers(t.size, alpha, delta, "facttest_threshold")
     return tau
