@@ -140,10 +140,11 @@ def incidence_matrices(time, var, n_vars: int) -> tuple[torch.Tensor, torch.Tens
     return I_T, I_V, times
 
 
-def segment_softmax(scores: torch.Tensor, segment: torch.Tensor, n_segments: int) -> torch.Tensor:
-    """Softmax of ``scores`` (n, H) over the rows of each segment (a hyperedge's members).
-
-    The largest score of each segment is subtracted first, so large scores do not overflow.
+def segment_softmax(scores: torch.Tensor, segment: torch.Tensor,
+                    n_segments: int) -> torch.Tensor:
+    """Softmax of ``scores`` (n, H) over the rows of each segment (a hyperedge's
+    members). The largest score of each segment is subtracted first, so large scores
+    do not overflow.
     """
     idx = segment[:, None].expand_as(scores)
     top = scores.new_full((n_segments, scores.shape[1]), -torch.inf)
@@ -186,50 +187,58 @@ class _AttentionBlock(nn.Module):
 
 
 class HyperedgeAttention(_AttentionBlock):
-    """Node -> hyperedge attention, eq. (hyperimts-n2e): each hyperedge attends over its members.
-
-    The hyperedge state is the query, the members' features the keys and values; the softmax
-    runs over a hyperedge's members only (:func:`segment_softmax`), so no hyperedge is padded.
+    """Node -> hyperedge attention, eq. (hyperimts-n2e): each hyperedge attends over its
+    members. The hyperedge state is the query, the members' features the keys and
+    values; the softmax runs over a hyperedge's members only (:func:`segment_softmax`),
+    so no hyperedge is padded.
     """
 
-    def forward(self, edges: torch.Tensor, members: torch.Tensor, edge_of: torch.Tensor) -> torch.Tensor:
+    def forward(self, edges: torch.Tensor, members: torch.Tensor,
+                edge_of: torch.Tensor) -> torch.Tensor:
         E, n, H, dh = edges.shape[0], members.shape[0], self.h, self.d // self.h
         q = self.q(edges)
         k, v = self.k(members).view(n, H, dh), self.v(members).view(n, H, dh)
         scores = (q.view(E, H, dh)[edge_of] * k).sum(-1) / math.sqrt(self.d)
-        alpha = segment_softmax(scores, edge_of, E)                                # (n, H)
-        message = q.new_zeros(E, H, dh).index_add(0, edge_of, alpha[..., None] * v).view(E, self.d)
-        return self.finish(q, message)
+        alpha = segment_softmax(scores, edge_of, E)                      # (n, H)
+        message = q.new_zeros(E, H, dh).index_add(0, edge_of, alpha[..., None] * v)
+        return self.finish(q, message.view(E, self.d))
 
 
 class NodeAttention(_AttentionBlock):
-    """Hyperedge -> node attention, eq. (hyperimts-e2n): every node attends over its sample's nodes.
+    """Hyperedge -> node attention, eq. (hyperimts-e2n): every node attends over the
+    nodes of its sample.
 
     The query is the node's state ``h_n``; the keys and values are the nodes' features
-    ``[e^T; e^V; h]``, so a node can pick the observations of a given variable near a given
-    time. The nodes of each group (a sample, or a sample's variable in the channel-independent
-    ablation) fill one row of a ``(groups, N_max)`` block; a key mask admits only the group's
-    real nodes, and the attention is torch's fused ``scaled_dot_product_attention``. With
-    ``return_weights=True`` it is computed explicitly instead and the weights
-    ``(groups, H, N_max, N_max)`` are returned too (for diagnostics; the result is the same).
+    ``[e^T; e^V; h]``, so a node can pick the observations of a given variable near a
+    given time. The nodes of each group (a sample, or a sample's variable in the
+    channel-independent ablation) fill one row of a ``(groups, N_max)`` block; a key
+    mask admits only the group's real nodes, and the attention is torch's fused
+    ``scaled_dot_product_attention``. With ``return_weights=True`` it is computed
+    explicitly instead and the weights ``(groups, H, N_max, N_max)`` are returned too
+    (for diagnostics; the result is the same).
     """
 
-    def forward(self, h: torch.Tensor, keys: torch.Tensor, g: Hypergraph, return_weights: bool = False):
+    def forward(self, h: torch.Tensor, keys: torch.Tensor, g: Hypergraph,
+                return_weights: bool = False):
         n, H, dh, G, W = h.shape[0], self.h, self.d // self.h, g.n_groups, g.width
         q = self.q(h)
 
         def block(x):  # (n, d) rows -> (G, H, W, dh)
-            return x.new_zeros(G, W, H, dh).index_put((g.group, g.slot), x.view(n, H, dh)).transpose(1, 2)
+            rows = x.new_zeros(G, W, H, dh).index_put((g.group, g.slot), x.view(n, H, dh))
+            return rows.transpose(1, 2)
 
         real = torch.zeros(G, W, dtype=torch.bool, device=h.device).index_put(
             (g.group, g.slot), torch.ones_like(g.slot, dtype=torch.bool))
-        allowed = real[:, None, None, :]                                  # (G, 1, 1, W): the group's keys
+        allowed = real[:, None, None, :]                # (G, 1, 1, W): the group's keys
         Q, K, V = block(q), block(self.k(keys)), block(self.v(keys))
+        scale = 1 / math.sqrt(self.d)
         if return_weights:
-            alpha = torch.softmax((Q @ K.transpose(-1, -2) / math.sqrt(self.d)).masked_fill(~allowed, -torch.inf), -1)
+            scores = (Q @ K.transpose(-1, -2) * scale).masked_fill(~allowed, -torch.inf)
+            alpha = torch.softmax(scores, -1)
             out = alpha @ V
         else:
-            out = nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=allowed, scale=1 / math.sqrt(self.d))
+            out = nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=allowed,
+                                                             scale=scale)
         h_new = self.finish(q, out.transpose(1, 2)[g.group, g.slot].reshape(n, self.d))
         return (h_new, alpha) if return_weights else h_new
 
@@ -302,34 +311,38 @@ class HyperIMTS(nn.Module):
 
     def forward_nodes(self, time, var, x, is_query, sample, n_samples: int,
                       attention: list | None = None) -> torch.Tensor:
-        """The forecast of every node from flat rows in any order (``x`` must be 0 at queries).
+        """The forecast of every node from flat rows in any order (``x`` is 0 at queries).
 
-        ``attention``: a list that receives, per layer, the node attention weights and the
-        hypergraph (for diagnostics).
+        ``attention``: a list that receives, per layer, the node attention weights and
+        the hypergraph (for diagnostics).
         """
-        g = build_hypergraph(time, var, sample, n_samples, self.n_vars, self.cross_variable)
+        g = build_hypergraph(time, var, sample, n_samples, self.n_vars,
+                             self.cross_variable)
         q = is_query.to(x.dtype)
         h = torch.relu(self.node_in(torch.stack([x * (1 - q), q], -1)))
         e_time = torch.sin(self.time_in(g.edge_time.to(x.dtype)[:, None]))
         e_var = torch.relu(self.var_in).repeat(n_samples, 1)
         last = len(self.to_time) - 1
         for layer in range(last + 1):
-            # eq. (hyperimts-n2e): both hyperedge sets are updated from the same node states
-            new_time = self.to_time[layer](e_time, torch.cat([e_var[g.var_edge], h], -1), g.time_edge)
-            new_var = self.to_var[layer](e_var, torch.cat([e_time[g.time_edge], h], -1), g.var_edge)
-            e_time, e_var = new_time, new_var
+            # eq. (hyperimts-n2e): both hyperedge sets from the same node states
+            at_time, at_var = e_time[g.time_edge], e_var[g.var_edge]
+            e_time = self.to_time[layer](e_time, torch.cat([at_var, h], -1), g.time_edge)
+            e_var = self.to_var[layer](e_var, torch.cat([at_time, h], -1), g.var_edge)
             edges = torch.cat([e_time[g.time_edge], e_var[g.var_edge]], -1)
-            if self.node_update == "attention":    # eq. (hyperimts-e2n): a node reads its sample's nodes
-                read = self.node_attention[layer](h, torch.cat([edges, h], -1), g, attention is not None)
+            if self.node_update == "attention":  # eq. (hyperimts-e2n)
+                read = self.node_attention[layer](h, torch.cat([edges, h], -1), g,
+                                                  attention is not None)
                 if attention is not None:
                     read, alpha = read
                     attention.append((alpha, g))
-            else:                                  # the ablation: a node reads only its own state
+            else:  # the ablation: a node reads only its own state and hyperedges
                 read = h
-            h = torch.relu(h + self.to_node[layer](torch.cat([read, edges], -1)))   # eq. (hyperimts-node-update)
-            if layer == last and self.use_var_attention:                             # eq. (hyperimts-v2v)
+            # eq. (hyperimts-node-update)
+            h = torch.relu(h + self.to_node[layer](torch.cat([read, edges], -1)))
+            if layer == last and self.use_var_attention:  # eq. (hyperimts-v2v)
                 e_var, _ = self.var_attention(e_var, h, g, var, self.n_vars)
-        return self.decoder(torch.cat([h, e_time[g.time_edge], e_var[g.var_edge]], -1)).squeeze(-1)
+        out = torch.cat([h, e_time[g.time_edge], e_var[g.var_edge]], -1)
+        return self.decoder(out).squeeze(-1)
 
     def variable_attention(self, batch: IMTSBatch, layer: int = -1) -> torch.Tensor:
         """Where the query nodes look, per variable: ``(V, V)``, row = the query's variable.
