@@ -1,5 +1,6 @@
 """The checkers of the PieClam exercises: a right answer passes, and each classic mistake is named."""
 
+import pytest
 import torch
 
 from companion import pieclam as pc
@@ -59,9 +60,28 @@ def test_projection_checker():
 
 
 def test_barrier_checker():
-    report = ex.check_bigclam_barrier([60, 60], [[0.05, 0.8], [0.8, 0.05]], steps=500)
-    assert report.passed, report.problems
-    report = ex.check_bigclam_barrier([60, 60], [[0.6, 0.05], [0.05, 0.6]], steps=500)
-    assert not report.passed and any("assortative" in p for p in report.problems)
-    assert "symmetric" in str(ex.check_bigclam_barrier([60, 60], [[0.1, 0.8], [0.2, 0.1]]))
-    assert "at least 20" in str(ex.check_bigclam_barrier([5, 5], [[0.0, 1.0], [1.0, 0.0]]))
+    report = ex.check_bigclam_barrier(lambda: ([60, 60], [[0.05, 0.8], [0.8, 0.05]]))
+    assert report.passed and repr(report) == "2", report.problems
+    report = ex.check_bigclam_barrier(lambda: ([60, 60], [[0.6, 0.05], [0.05, 0.6]]))
+    assert not report.passed and any("assortative" in p and "eq. (2)" in p for p in report.problems)
+    assert "symmetric" in str(ex.check_bigclam_barrier(lambda: ([60, 60], [[0.1, 0.8], [0.2, 0.1]])))
+    assert "at least 20" in str(ex.check_bigclam_barrier(lambda: ([5, 5], [[0.0, 1.0], [1.0, 0.0]])))
+    assert "must return (sizes, P)" in str(ex.check_bigclam_barrier(lambda: 3))
+
+
+@pytest.mark.parametrize("checker", [ex.check_grad, ex.check_projection, ex.check_bigclam_barrier])
+def test_a_stub_is_reported_as_not_done_and_scores_zero(checker):
+    def stub(*args):
+        raise NotImplementedError()
+
+    report = checker(stub)
+    assert report.not_done and not report.passed and repr(report) == "0"
+    assert "not done yet" in report._repr_markdown_() and "NotImplementedError" in str(report)
+
+
+def test_points_and_equation_numbers():
+    assert repr(ex.check_grad(pc.clam_grad)) == "2"
+    assert repr(ex.check_projection(lambda F: pc.project_cone(F, True))) == "1"
+    report = ex.check_grad(lambda F, ei, lor: pc.clam_grad(F, ei, lor) * 1.5)
+    assert not report.passed and "eq. (6)" in str(report) and "pieclam-" not in str(report)
+    assert "eq. (3)" in str(ex.check_projection(lambda F: F.clamp_min(0)))

@@ -1,11 +1,15 @@
 """Checkers for the exercises of the chapter *PieClam*.
 
-* :func:`check_grad` -- exercise 1, the gradient of the Clam log-likelihood, eq. (pieclam-grad);
-* :func:`check_projection` -- exercise 2, the projection onto the pairwise cone, eq. (pieclam-cone);
-* :func:`check_bigclam_barrier` -- exercise 3, a block model that BigClam cannot fit and IeClam can.
+* :func:`check_grad` -- exercise 1, the gradient of the Clam log-likelihood (label
+  ``pieclam-grad``), 2 points;
+* :func:`check_projection` -- exercise 2, the projection onto the pairwise cone (``pieclam-cone``),
+  1 point;
+* :func:`check_bigclam_barrier` -- exercise 3, a function returning a block model that BigClam
+  cannot fit and IeClam can (``pieclam-psd``), 2 points.
 
-Each compares the student's answer with :mod:`companion.pieclam` on cases built to expose one
-mistake each, and names the mistake it finds.
+Each calls the student's function through :meth:`Report.call` (a stub is reported as not done),
+compares with :mod:`companion.pieclam` on cases built to expose one mistake each, and names the
+mistake it finds, citing the equations as the page numbers them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy as np
 import torch
 
 from companion import pieclam as pc
-from companion.exercises import Report
+from companion.exercises import Report, eq
 
 __all__ = ["check_grad", "check_projection", "check_bigclam_barrier"]
 
@@ -64,17 +68,18 @@ def _diagnose(got, F, ei, lorentz) -> str:
                 "BigClam-shaped bracket (the exclusive entries get the opposite sign).")
     if lorentz and close((msg * L) - S + f):
         return "L multiplies the edge messages but not -sum_m f_m + f_n: the whole bracket is multiplied by L."
-    return "it does not match eq. (pieclam-grad); compare one node's gradient with autograd on a 3-node graph."
+    return (f"it does not match {eq('pieclam-grad')}; compare one node's gradient with autograd on a 3-node "
+            "graph.")
 
 
 def check_grad(grad_fn: Callable) -> Report:
     """Check ``grad_fn(F, edge_index, lorentz)``, the gradient of eq. (pieclam-loglik-fast) w.r.t. ``F``."""
-    report = Report("Exercise 1 (the gradient)")
+    report = Report("Exercise 1 (the gradient)", points=2)
     for name, F, ei, lorentz in _grad_cases():
-        try:
-            got = torch.as_tensor(grad_fn(F.clone(), ei.clone(), lorentz)).double()
-        except Exception as err:  # the student's code may raise anything
-            report.check(False, f"{name}: raised {type(err).__name__}: {err}")
+        got = _tensor(report, report.call(grad_fn, F.clone(), ei.clone(), lorentz, what=name), name)
+        if report.not_done:
+            return report
+        if got is None:
             continue
         if not report.check(tuple(got.shape) == tuple(F.shape),
                             f"{name}: returned shape {tuple(got.shape)}, expected {tuple(F.shape)} (one row per node)"):
@@ -87,19 +92,29 @@ def check_grad(grad_fn: Callable) -> Report:
     # an edge whose logit is 0: the coefficient 1/(1 - e^{-x}) must be clamped, not infinite
     F = torch.tensor([[1.0, 1.0], [1.0, 1.0], [2.0, 0.5]], dtype=torch.float64)  # x_01 = 1 - 1 = 0
     ei = torch.tensor([[0, 1, 0, 2], [1, 0, 2, 0]])
-    try:
-        got = torch.as_tensor(grad_fn(F.clone(), ei, True)).double()
+    got = _tensor(report, report.call(grad_fn, F.clone(), ei, True, what="x_nm = 0 on an edge"), "x_nm = 0")
+    if got is not None:
         report.check(bool(torch.isfinite(got).all()),
-                     "an edge whose two ends sit on the same edge of the cone, s = t, has x_nm = t^2 - s^2 = 0, and 1/(1 - e^{-x}) is "
-                     "infinite there: clamp x at a small x_min (the book uses 1e-3) before the coefficient.")
-    except Exception as err:
-        report.check(False, f"x_nm = 0 on an edge: raised {type(err).__name__}: {err}")
+                     "an edge whose two ends sit on the same edge of the cone, s = t, has x_nm = t^2 - s^2 = 0, "
+                     "and 1/(1 - e^{-x}) is infinite there: clamp x at a small x_min (the book uses 1e-3) "
+                     "before the coefficient.")
     return report
+
+
+def _tensor(report: Report, got, name: str):
+    """The student's answer as a float64 tensor, or ``None`` (the report says why)."""
+    if got is None:
+        return None
+    try:
+        return torch.as_tensor(got).double()
+    except (TypeError, ValueError, RuntimeError):
+        report.check(False, f"{name}: returned {type(got).__name__}, not a tensor of numbers")
+        return None
 
 
 def check_projection(project: Callable) -> Report:
     """Check ``project(F)``, the Euclidean projection of IeClam codes ``[t | s]`` onto ``|s_c| <= t_c``."""
-    report = Report("Exercise 2 (the cone projection)")
+    report = Report("Exercise 2 (the cone projection)", points=1)
     g = torch.Generator().manual_seed(1)
     cases = {
         "points inside the cone": pc.project_cone(torch.rand(50, 4, dtype=torch.float64, generator=g), True),
@@ -108,10 +123,10 @@ def check_projection(project: Callable) -> Report:
         "random": 2 * torch.randn(200, 6, dtype=torch.float64, generator=g),
     }
     for name, F in cases.items():
-        try:
-            got = torch.as_tensor(project(F.clone())).double()
-        except Exception as err:
-            report.check(False, f"{name}: raised {type(err).__name__}: {err}")
+        got = _tensor(report, report.call(project, F.clone(), what=name), name)
+        if report.not_done:
+            return report
+        if got is None:
             continue
         if not report.check(tuple(got.shape) == tuple(F.shape), f"{name}: shape {tuple(got.shape)}, expected "
                                                                  f"{tuple(F.shape)}"):
@@ -123,7 +138,7 @@ def check_projection(project: Callable) -> Report:
         t, s = got.chunk(2, dim=1)
         if torch.allclose(got, F.clamp_min(0), atol=1e-9):
             report.check(False, f"{name}: a ReLU on every entry is BigClam's projection; here s may be negative and "
-                                "the cone is |s_c| <= t_c.")
+                                f"the cone of {eq('pieclam-cone')} is |s_c| <= t_c.")
         elif (s.abs() - t).max() > 1e-9:
             report.check(False, f"{name}: your output leaves the cone (|s_c| > t_c by {float((s.abs() - t).max()):.3g}).")
         elif name == "points inside the cone":
@@ -145,19 +160,23 @@ def check_projection(project: Callable) -> Report:
     return report
 
 
-def check_bigclam_barrier(sizes, P, *, dim: int = 4, steps: int = 1000, seed: int = 0) -> Report:
-    """Check a block model ``(sizes, P)`` proposed as one that BigClam cannot fit but IeClam can.
+def check_bigclam_barrier(propose: Callable, *, dim: int = 4, steps: int = 500, seed: int = 0) -> Report:
+    """Check ``propose()``, which returns ``(sizes, P)``: a block model that BigClam cannot fit but IeClam can.
 
     The checker samples the graph (seed ``seed``), fits BigClam and IeClam with ``dim`` entries
     each, and asks for a BigClam error (mean |P_hat - P| over dyads) of at least 0.15 and an
-    IeClam error below 0.08 and below half of BigClam's.
+    IeClam error below 0.08 and below half of BigClam's. ``report.errors`` keeps both errors.
     """
-    report = Report("Exercise 3 (a graph BigClam cannot fit)")
+    report = Report("Exercise 3 (a graph BigClam cannot fit)", points=2)
+    answer = report.call(propose, what="propose()")
+    if answer is None:
+        return report
     try:
+        sizes, P = answer
         sizes = [int(s) for s in sizes]
         P = np.asarray(P, dtype=float)
     except (TypeError, ValueError) as err:
-        report.check(False, f"sizes and P must be a list of block sizes and a matrix of numbers ({err}).")
+        report.check(False, f"propose() must return (sizes, P): a list of block sizes and a matrix of numbers ({err}).")
         return report
     k = len(sizes)
     if not report.check(P.shape == (k, k), f"P has shape {P.shape}; with {k} blocks it must be {k} x {k}."):
@@ -184,8 +203,8 @@ def check_bigclam_barrier(sizes, P, *, dim: int = 4, steps: int = 1000, seed: in
         hint = (" Every block is at least as dense inside as towards the others: that is assortative structure, "
                 "exactly what inclusive communities express.") if diag_heavy else ""
         report.check(False, f"BigClam fits this model well (error {err[False]:.3f} < 0.15).{hint} BigClam's logits "
-                            "f_n . f_m form a positive semi-definite matrix: look for a P whose logit matrix "
-                            "-log(1 - P) is far from one.")
+                            f"f_n . f_m form a positive semi-definite matrix ({eq('pieclam-psd')}): look for a P "
+                            "whose logit matrix -log(1 - P) is far from one.")
     else:
         report.check(True, "")
     report.check(err[True] < min(0.08, err[False] / 2),

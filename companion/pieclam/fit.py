@@ -27,7 +27,7 @@ import torch
 from .core import _grad, _loglik, as_batch, as_edge_index, as_omitted, check_codes, project_cone
 from .prior import RealNVPPrior, clam_split
 
-__all__ = ["ClamConfig", "ClamResult", "fit_clam"]
+__all__ = ["ClamConfig", "ClamResult", "fit_clam", "fit_flow"]
 
 
 @dataclass(frozen=True)
@@ -212,3 +212,23 @@ def fit_clam(edge_index, num_nodes: int, cfg: ClamConfig = ClamConfig(), attrs=N
     log(F)
     result.F, result.prior = F, prior
     return result
+
+
+def fit_flow(x: torch.Tensor, cfg: ClamConfig, first: torch.Tensor | None = None) -> RealNVPPrior:
+    """The prior of :func:`fit_clam` fitted to fixed points ``x`` (N x d), with no graph: the same
+    flow, noise, learning rates and number of p-steps (``(rounds + 1) * prior_steps``, noise and
+    learning rate halved after each round). A reference for what the flow can do with exact codes."""
+    x = torch.as_tensor(x).double()
+    if x.ndim != 2 or x.shape[0] < 2 or not bool(torch.isfinite(x).all()):
+        raise ValueError(f"x: expected finite points of shape (N, d), N >= 2, got {tuple(x.shape)}")
+    torch.manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    prior = RealNVPPrior(x.shape[1], n_blocks=cfg.n_blocks, hidden=cfg.hidden, noise_std=cfg.noise, first=first)
+    opt = torch.optim.Adam(prior.parameters(), lr=cfg.lr_prior, weight_decay=cfg.weight_decay, foreach=True)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    for _ in range(cfg.rounds):
+        _fit_prior(prior, opt, x, cfg.prior_steps, gen)
+        prior.noise_std = max(prior.noise_std / 2, 1e-4)
+        sched.step()
+    _fit_prior(prior, opt, x, cfg.prior_steps, gen)
+    return prior

@@ -171,6 +171,11 @@ class LorentzMap:
     def __call__(self, F: torch.Tensor) -> torch.Tensor:
         return lorentz_boost(F, self.a, self.flip)
 
+    def inverse(self) -> LorentzMap:
+        """The map back: undoing "reflect, then boost by a" is "boost by -a, then reflect", which
+        is "reflect, then boost by a" again where the pair was reflected (R B_a R = B_{-a})."""
+        return LorentzMap(tuple(a if f else -a for a, f in zip(self.a, self.flip)), self.flip)
+
     @classmethod
     def fit(cls, src: torch.Tensor, dst: torch.Tensor) -> LorentzMap:
         if src.shape != dst.shape:
