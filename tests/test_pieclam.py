@@ -263,6 +263,31 @@ def test_flow_couplings_split_every_inclusive_exclusive_pair():
     assert J[:2, :, 2:].abs().sum() == 0  # t passes through unchanged
 
 
+def test_the_prior_loss_is_summed_over_the_nodes():
+    # the official code sums the negative log-likelihood over the nodes; a mean would weigh the
+    # weight decay N times more against the data and hold the flow near its Gaussian start
+    from companion.pieclam.fit import _fit_prior
+
+    class Recorder:  # an optimizer that keeps the gradient it is given
+        def __init__(self, prior):
+            self.prior = prior
+
+        def zero_grad(self):
+            self.prior.zero_grad()
+
+        def step(self):
+            self.grad = self.prior.base_mean.grad.clone()
+
+    x = _codes(30, 2, True)
+    grads = []
+    for data in (x, torch.cat([x, x])):
+        prior = pc.RealNVPPrior(2, n_blocks=2, hidden=8, noise_std=0.0)
+        opt = Recorder(prior)
+        _fit_prior(prior, opt, data, 1, torch.Generator().manual_seed(0))
+        grads.append(opt.grad)
+    torch.testing.assert_close(grads[1], 2 * grads[0])
+
+
 def test_kde_is_a_density_and_picks_its_bandwidth_by_cross_validation():
     g = torch.Generator().manual_seed(0)
     data = torch.cat([torch.randn(100, 2, generator=g, dtype=torch.float64) * 0.1 + 2,
