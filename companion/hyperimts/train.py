@@ -50,9 +50,9 @@ MODELS = {
 RECIPES = {
     # data: make_imts sizes (the control set uses seed + 1); models: seeds seed, seed + 1, ...;
     # every model trains a fixed number of epochs (cosine learning rate), keeping its best
-    # validation epoch. quick: about twenty minutes on one CPU thread, shipped as a checkpoint.
+    # validation epoch. quick: about ten minutes on one CPU thread, shipped as a checkpoint.
     "quick": dict(n_vars=8, n_train=800, n_val=200, n_test=400, seed=0, seeds=3, d_model=32, hidden=64,
-                  epochs=20, batch_size=32, lr=3e-3),
+                  epochs=10, batch_size=32, lr=3e-3),
     "full": dict(n_vars=12, n_train=8000, n_val=1000, n_test=2000, seed=0, seeds=3, d_model=64, hidden=100,
                  epochs=30, batch_size=64, lr=2e-3),
 }
