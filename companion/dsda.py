@@ -1,0 +1,562 @@
+"""DSDA: source-free class unlearning by energy-guided synthesis and multitask optimisation.
+
+Wang et al. (ICML 2025) unlearn a class from a trained classifier without its training data, in
+two stages. **AEGDS** synthesises stand-in data for every class from the model alone, by Langevin
+dynamics on an energy read off the classifier, accelerated by Runge-Kutta drift and momentum
+(eqs. (dsda-energy), (dsda-langevin), (dsda-rk2), (dsda-momentum)). **DAMO** then fine-tunes a copy
+of the model on the synthetic data with three objectives -- keep the retain classes (dsda-kd),
+move the forget class's mass where a model that never saw it would put it (dsda-forget), keep the
+retain features discriminative (dsda-disc) -- and combines their gradients with PCGrad
+(dsda-pcgrad) so that one objective's step does not undo another's.
+
+No official code exists. The energy, the RK order, the momentum variant, the three losses and
+PCGrad are the book's reconstruction from the paper's abstract; the baselines are
+:func:`retrain` (the gold standard, uses the data), :func:`finetune` (uses the retain data),
+:func:`emmn_unlearn` (source-free, error-minimising/maximising noise after Chundawat et al.) and
+:func:`head_surgery` (masks the forget logit). Inputs are ``(N, d)`` float tensors in a box
+``[low, high]``, labels ``int64 (N,)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "MLP", "train_classifier", "class_energy", "model_energy_grad", "SamplerConfig", "langevin",
+    "synthesize", "noise_sets", "SyntheticSet", "retain_kd_loss", "forget_loss",
+    "discrimination_loss", "pcgrad", "damo_unlearn", "retrain", "finetune", "emmn_unlearn",
+    "head_surgery", "accuracy", "svc_mia", "nfe_to_threshold", "feature_probe_auroc",
+]
+
+GradFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+# ----------------------------------------------------------------------------- input checks
+def _points(x, name: str, d: int | None = None) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor) or x.ndim != 2 or x.shape[0] == 0:
+        raise ValueError(f"{name}: expected a non-empty (N, d) tensor, got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    if d is not None and x.shape[1] != d:
+        raise ValueError(f"{name}: expected {d} features per row, got {x.shape[1]}")
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    return x.float()
+
+
+def _labels(y, name: str, n: int, n_classes: int) -> torch.Tensor:
+    y = torch.as_tensor(y)
+    if y.shape != (n,) or y.dtype.is_floating_point:
+        raise ValueError(f"{name}: expected {n} integer labels, got shape {tuple(y.shape)}, {y.dtype}")
+    if n and (y.min() < 0 or y.max() >= n_classes):
+        raise ValueError(f"{name}: labels must lie in 0..{n_classes - 1}")
+    return y.long()
+
+
+def _classes(classes, name: str, n_classes: int, *, proper: bool = False) -> list[int]:
+    out = sorted({int(c) for c in classes})
+    if not out:
+        raise ValueError(f"{name}: expected at least one class")
+    if out[0] < 0 or out[-1] >= n_classes:
+        raise ValueError(f"{name}: classes must lie in 0..{n_classes - 1}, got {out}")
+    if proper and len(out) == n_classes:
+        raise ValueError(f"{name}: cannot forget all {n_classes} classes")
+    return out
+
+
+def _positive(x, name: str, *, allow_zero: bool = False) -> float:
+    x = float(x)
+    if not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
+        raise ValueError(f"{name}: expected a {'non-negative' if allow_zero else 'positive'} "
+                         f"number, got {x!r}")
+    return x
+
+
+def _count(n, name: str, low: int = 1) -> int:
+    if isinstance(n, bool) or int(n) != n or n < low:
+        raise ValueError(f"{name}: expected an integer >= {low}, got {n!r}")
+    return int(n)
+
+
+# ----------------------------------------------------------------------------- the classifier
+class MLP(nn.Module):
+    """``f = head(features(x))``: ReLU layers to the penultimate features h, a linear head to K logits."""
+
+    def __init__(self, d_in: int = 64, hidden: Sequence[int] = (128, 128), n_classes: int = 10):
+        super().__init__()
+        layers, last = [], _count(d_in, "d_in")
+        for width in hidden:
+            layers += [nn.Linear(last, _count(width, "hidden")), nn.ReLU()]
+            last = int(width)
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(last, _count(n_classes, "n_classes", low=2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def _fit(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *, steps: int, batch: int, lr: float,
+         seed: int) -> nn.Module:
+    """Mini-batch cross-entropy with Adam for a fixed number of steps."""
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        idx = torch.randint(len(X), (min(batch, len(X)),), generator=gen).to(X.device)
+        opt.zero_grad()
+        F.cross_entropy(model(X[idx]), y[idx]).backward()
+        opt.step()
+    return model.eval()
+
+
+def train_classifier(X, y, *, n_classes: int = 10, hidden: Sequence[int] = (128, 128),
+                     steps: int = 2000, batch: int = 64, lr: float = 1e-3, seed: int = 0) -> MLP:
+    """An :class:`MLP` trained from scratch on ``(X, y)`` (the original model theta_o)."""
+    X = _points(X, "X")
+    y = _labels(y, "y", len(X), n_classes)
+    torch.manual_seed(seed)
+    model = MLP(X.shape[1], hidden, n_classes).to(X.device)
+    return _fit(model, X, y, steps=_count(steps, "steps"), batch=_count(batch, "batch"), lr=lr,
+                seed=seed)
+
+
+def _frozen(model: nn.Module) -> nn.Module:
+    model = copy.deepcopy(model).eval()
+    model.requires_grad_(False)
+    return model
+
+
+# ----------------------------------------------------------------------------- AEGDS
+def class_energy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, prior: float = 1e-3,
+                 center: float = 0.5) -> torch.Tensor:
+    """E(x, y) = -f(x)[y] + (lambda / 2) ||x - c||^2, eq. (dsda-energy); shape (N,)."""
+    return -model(x).gather(1, y[:, None])[:, 0] + 0.5 * prior * ((x - center) ** 2).sum(1)
+
+
+def model_energy_grad(model: nn.Module, y: torch.Tensor, *, prior: float = 1e-3,
+                      center: float = 0.5) -> GradFn:
+    """``x -> (E(x, y), dE/dx)`` for a frozen copy of ``model``: one call is one NFE."""
+    teacher = _frozen(model)
+    prior = _positive(prior, "prior", allow_zero=True)
+
+    def grad_fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.enable_grad():
+            x = x.detach().requires_grad_(True)
+            energy = class_energy(teacher, x, y, prior=prior, center=center)
+            (grad,) = torch.autograd.grad(energy.sum(), x)
+        return energy.detach(), grad
+
+    return grad_fn
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """One sampler: step alpha, noise sigma, momentum beta, Runge-Kutta order (1 = Euler), box."""
+
+    step: float
+    noise: float = 5e-3
+    momentum: float = 0.0
+    rk_order: int = 1
+    low: float = 0.0
+    high: float = 1.0
+
+    def __post_init__(self):
+        _positive(self.step, "step")
+        _positive(self.noise, "noise", allow_zero=True)
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"momentum: expected a number in [0, 1), got {self.momentum!r}")
+        if self.rk_order not in (1, 2, 4):
+            raise ValueError(f"rk_order: expected 1, 2 or 4, got {self.rk_order!r}")
+        if not self.low < self.high:
+            raise ValueError(f"low, high: expected low < high, got {self.low!r}, {self.high!r}")
+
+
+def _drift(grad_fn: GradFn, x: torch.Tensor, cfg: SamplerConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The RK step Delta of the gradient flow dx/dt = -grad E, eq. (dsda-rk2); (Delta, E(x))."""
+    a, box = cfg.step, (cfg.low, cfg.high)
+    energy, g1 = grad_fn(x)
+    k1 = -g1
+    if cfg.rk_order == 1:
+        return a * k1, energy
+    if cfg.rk_order == 2:
+        k2 = -grad_fn((x + a * k1).clamp(*box))[1]
+        return 0.5 * a * (k1 + k2), energy
+    k2 = -grad_fn((x + 0.5 * a * k1).clamp(*box))[1]
+    k3 = -grad_fn((x + 0.5 * a * k2).clamp(*box))[1]
+    k4 = -grad_fn((x + a * k3).clamp(*box))[1]
+    return a / 6 * (k1 + 2 * k2 + 2 * k3 + k4), energy
+
+
+def langevin(grad_fn: GradFn, x0: torch.Tensor, cfg: SamplerConfig, *, nfe_budget: int,
+             record_every: int = 5, generator: torch.Generator | None = None
+             ) -> tuple[torch.Tensor, dict]:
+    """Run the sampler of eqs. (dsda-langevin)-(dsda-momentum) for at most ``nfe_budget`` NFE.
+
+    Returns the final points and a trace ``{"nfe": [...], "energy": [(N,) ...]}``: the energy of
+    the current points every ``record_every`` NFE (read from the first stage of a step, so the
+    trace costs nothing) and once more at the end (a monitoring call, not counted).
+    """
+    x = _points(x0, "x0").clone()
+    nfe_budget = _count(nfe_budget, "nfe_budget")
+    record_every = _count(record_every, "record_every")
+    if nfe_budget < cfg.rk_order:
+        raise ValueError(f"nfe_budget: {nfe_budget} NFE cannot pay for one RK{cfg.rk_order} step "
+                         f"({cfg.rk_order} NFE)")
+    v = torch.zeros_like(x)
+    trace: dict = {"nfe": [], "energy": []}
+    nfe, next_record = 0, 0
+    for _ in range(nfe_budget // cfg.rk_order):
+        delta, energy = _drift(grad_fn, x, cfg)
+        if nfe >= next_record:
+            trace["nfe"].append(nfe)
+            trace["energy"].append(energy)
+            next_record += record_every
+        nfe += cfg.rk_order
+        v = cfg.momentum * v + delta
+        noise = torch.randn(x.shape, generator=generator).to(x) if cfg.noise else 0.0
+        raw = x + v + cfg.noise * noise
+        v = torch.where((raw < cfg.low) | (raw > cfg.high), 0.0, v)  # reflected momentum
+        x = raw.clamp(cfg.low, cfg.high)
+    trace["nfe"].append(nfe)
+    trace["energy"].append(grad_fn(x)[0])
+    return x, trace
+
+
+@dataclass
+class SyntheticSet:
+    """Synthetic inputs ``x``, the class each was drawn for ``y``, and the teacher's logits."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    logits: torch.Tensor
+
+    def subset(self, classes: Sequence[int]) -> "SyntheticSet":
+        keep = torch.isin(self.y, torch.as_tensor(list(classes), device=self.y.device))
+        return SyntheticSet(self.x[keep], self.y[keep], self.logits[keep])
+
+
+def synthesize(model: nn.Module, classes: Sequence[int], n_per_class: int, cfg: SamplerConfig, *,
+               nfe_budget: int, conf_threshold: float = 0.9, prior: float = 1e-3,
+               seed: int = 0) -> tuple[SyntheticSet, dict]:
+    """AEGDS: ``n_per_class`` uniform starts per class, :func:`langevin`, then keep the samples the
+    teacher gives their class with probability >= ``conf_threshold`` (a class where none pass keeps
+    its 8 most confident). Returns the set and ``{"hit_rate": ..., "trace": ...}``."""
+    n_classes = model.head.out_features
+    classes = _classes(classes, "classes", n_classes)
+    n = _count(n_per_class, "n_per_class")
+    if not 0 <= conf_threshold < 1:
+        raise ValueError(f"conf_threshold: expected a number in [0, 1), got {conf_threshold!r}")
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    y = torch.tensor(classes, device=device).repeat_interleave(n)
+    x0 = cfg.low + (cfg.high - cfg.low) * torch.rand(len(y), model_in(model), generator=gen)
+    x, trace = langevin(model_energy_grad(model, y, prior=prior, center=(cfg.low + cfg.high) / 2),
+                        x0.to(device), cfg, nfe_budget=nfe_budget, generator=gen)
+    with torch.no_grad():
+        logits = model(x)
+    conf = logits.softmax(1).gather(1, y[:, None])[:, 0]
+    keep = conf >= conf_threshold
+    for c in classes:
+        own = y == c
+        if not keep[own].any():
+            keep[torch.flatnonzero(own)[conf[own].topk(min(8, int(own.sum()))).indices]] = True
+    return SyntheticSet(x[keep], y[keep], logits[keep]), {"hit_rate": float(keep.float().mean()),
+                                                          "trace": trace}
+
+
+def noise_sets(model: nn.Module, classes: Sequence[int], n_per_class: int, *, seed: int = 0
+               ) -> SyntheticSet:
+    """The "no synthesis" ablation: uniform noise in [0, 1]^d, ``n_per_class`` per class label,
+    with the teacher's logits (zero Langevin steps, no filter)."""
+    classes = _classes(classes, "classes", model.head.out_features)
+    n = _count(n_per_class, "n_per_class")
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.rand(n * len(classes), model_in(model), generator=gen).to(device)
+    with torch.no_grad():
+        logits = model(x)
+    return SyntheticSet(x, torch.tensor(classes, device=device).repeat_interleave(n), logits)
+
+
+def model_in(model: nn.Module) -> int:
+    """The input dimension d of an :class:`MLP`."""
+    return next(m for m in model.modules() if isinstance(m, nn.Linear)).in_features
+
+
+# ----------------------------------------------------------------------------- DAMO
+def retain_kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
+                   T: float = 2.0) -> torch.Tensor:
+    """L_R = T^2 KL(softmax(t / T) || softmax(s / T)), batch mean, eq. (dsda-kd)."""
+    T = _positive(T, "T")
+    log_p = F.log_softmax(student_logits / T, 1)
+    log_q = F.log_softmax(teacher_logits / T, 1)
+    return T * T * (log_q.exp() * (log_q - log_p)).sum(1).mean()
+
+
+def forget_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
+                forget_classes: Sequence[int]) -> torch.Tensor:
+    """L_F = KL(softmax(t + m) || softmax(s)), m = -inf on the forget classes, eq. (dsda-forget)."""
+    K = teacher_logits.shape[1]
+    mask = torch.zeros(K, dtype=torch.bool, device=teacher_logits.device)
+    mask[_classes(forget_classes, "forget_classes", K, proper=True)] = True
+    log_q = F.log_softmax(teacher_logits.masked_fill(mask, -torch.inf), 1)
+    q = log_q.exp()
+    log_p = F.log_softmax(student_logits, 1)
+    return torch.where(q > 0, q * (log_q - log_p), 0.0).sum(1).mean()
+
+
+def discrimination_loss(features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor,
+                        proto_classes: torch.Tensor, tau: float) -> torch.Tensor:
+    """L_D: cross-entropy of -||h - mu_k||^2 / tau over the retain prototypes, eq. (dsda-disc)."""
+    tau = _positive(tau, "tau")
+    target = (labels[:, None] == proto_classes[None, :]).float().argmax(1)
+    return F.cross_entropy(-torch.cdist(features, prototypes) ** 2 / tau, target)
+
+
+def pcgrad(grads: Sequence[torch.Tensor], generator: torch.Generator | None = None) -> torch.Tensor:
+    """PCGrad, eq. (dsda-pcgrad): project each g_i (random order of the others) off every g_j it
+    conflicts with, then sum the projected gradients."""
+    if len(grads) == 0:
+        raise ValueError("grads: expected at least one gradient")
+    if any(g.ndim != 1 or g.shape != grads[0].shape for g in grads):
+        raise ValueError("grads: expected flat gradients of one length, got shapes "
+                         f"{[tuple(g.shape) for g in grads]}")
+    if not all(torch.isfinite(g).all() for g in grads):
+        raise ValueError("grads: contains NaN or infinite values")
+    out = []
+    for i, g in enumerate(grads):
+        g = g.clone()
+        others = [j for j in range(len(grads)) if j != i]
+        for k in torch.randperm(len(others), generator=generator).tolist():
+            gj = grads[others[k]]
+            dot = g @ gj
+            if dot < 0:
+                g = g - dot / (gj @ gj).clamp_min(1e-20) * gj
+        out.append(g)
+    return torch.stack(out).sum(0)
+
+
+def _flat_grad(loss: torch.Tensor, params: list[nn.Parameter]) -> torch.Tensor:
+    """dL/dtheta flattened over all parameters (zeros where L does not depend on one, as L_D on
+    the head)."""
+    grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).flatten()
+                      for g, p in zip(grads, params)])
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(a @ b / (a.norm() * b.norm()).clamp_min(1e-20))
+
+
+def damo_unlearn(teacher: nn.Module, S_R: SyntheticSet, S_F: SyntheticSet,
+                 forget_classes: Sequence[int], *, steps: int = 200, lr: float = 1e-3,
+                 combine: str = "pcgrad", use_disc: bool = True, forget_weight: float = 1.0,
+                 batch_r: int = 64, batch_f: int = 32, seed: int = 0) -> tuple[MLP, dict]:
+    """DAMO: a copy of ``teacher`` trained on the synthetic sets with L_R, w_F L_F and L_D
+    (eqs. (dsda-kd)-(dsda-disc)), gradients combined by ``"pcgrad"`` or a naive ``"sum"``.
+
+    Returns the student and a history of the cosines between the task gradients per step
+    (``cos_RF``, ``cos_RD``, ``cos_FD``) and between the update d and each task gradient."""
+    if combine not in ("pcgrad", "sum"):
+        raise ValueError(f"combine: expected 'pcgrad' or 'sum', got {combine!r}")
+    if len(S_R.x) == 0 or len(S_F.x) == 0:
+        raise ValueError("S_R, S_F: both synthetic sets must be non-empty")
+    steps, w_F = _count(steps, "steps"), _positive(forget_weight, "forget_weight")
+    forget = _classes(forget_classes, "forget_classes", teacher.head.out_features, proper=True)
+    student = copy.deepcopy(teacher).train()
+    student.requires_grad_(True)
+    params = list(student.parameters())
+    opt = torch.optim.Adam(params, lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():  # prototypes mu_k and temperature tau_d, frozen at the start
+        classes = torch.unique(S_R.y)
+        h0 = teacher.features(S_R.x)
+        protos = torch.stack([h0[S_R.y == k].mean(0) for k in classes])
+        own = (S_R.y[:, None] == classes[None, :]).float().argmax(1)
+        tau = float(((h0 - protos[own]) ** 2).sum(1).median().clamp_min(1e-6))
+    hist = {k: [] for k in ("cos_RF", "cos_RD", "cos_FD", "cos_dR", "cos_dF", "cos_dD")}
+    for _ in range(steps):
+        ir = torch.randint(len(S_R.x), (min(batch_r, len(S_R.x)),), generator=gen)
+        jf = torch.randint(len(S_F.x), (min(batch_f, len(S_F.x)),), generator=gen)
+        h_r = student.features(S_R.x[ir])
+        losses = [retain_kd_loss(student.head(h_r), S_R.logits[ir]),
+                  w_F * forget_loss(student(S_F.x[jf]), S_F.logits[jf], forget)]
+        if use_disc:
+            losses.append(discrimination_loss(h_r, S_R.y[ir], protos, classes, tau))
+        grads = [_flat_grad(loss, params) for loss in losses]
+        d = pcgrad(grads, gen) if combine == "pcgrad" else torch.stack(grads).sum(0)
+        names = "RFD"
+        for a in range(len(grads)):
+            hist[f"cos_d{names[a]}"].append(_cos(d, grads[a]))
+            for b in range(a + 1, len(grads)):
+                hist[f"cos_{names[a]}{names[b]}"].append(_cos(grads[a], grads[b]))
+        opt.zero_grad()
+        offset = 0
+        for p in params:
+            p.grad = d[offset:offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        opt.step()
+    return student.eval(), {k: np.array(v) for k, v in hist.items()}
+
+
+# ----------------------------------------------------------------------------- baselines
+def retrain(X_r, y_r, **train_kw) -> MLP:
+    """The gold standard: the same recipe from scratch on the retain-class data only."""
+    return train_classifier(X_r, y_r, **train_kw)
+
+
+def finetune(model: nn.Module, X_r, y_r, *, steps: int = 100, lr: float = 1e-3, batch: int = 64,
+             seed: int = 0) -> nn.Module:
+    """Keep training a copy of ``model`` on the retain data (forgetting by neglect)."""
+    student = copy.deepcopy(model)
+    student.requires_grad_(True)
+    X_r = _points(X_r, "X_r")
+    y_r = _labels(y_r, "y_r", len(X_r), student.head.out_features)
+    return _fit(student, X_r, y_r, steps=_count(steps, "steps"), batch=batch, lr=lr, seed=seed)
+
+
+def _optimise_noise(model: nn.Module, y: torch.Tensor, sign: float, *, steps: int, penalty: float,
+                    gen: torch.Generator) -> torch.Tensor:
+    """Inputs in [0, 1]^d that minimise (sign=+1) or maximise (sign=-1) CE(f(x), y) + penalty."""
+    x = torch.rand(len(y), model_in(model), generator=gen).to(y.device).requires_grad_(True)
+    opt = torch.optim.Adam([x], lr=0.1)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = sign * F.cross_entropy(model(x), y) + penalty * (x ** 2).sum(1).mean()
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            x.clamp_(0.0, 1.0)
+    return x.detach()
+
+
+def emmn_unlearn(model: nn.Module, forget_classes: Sequence[int], *, n_retain: int = 32,
+                 n_forget: int = 64, noise_steps: int = 50, impair_steps: int = 50,
+                 repair_steps: int = 50, impair_lr: float = 1e-2, repair_lr: float = 1e-3,
+                 penalty: float = 1e-2, seed: int = 0) -> nn.Module:
+    """Error-minimising / -maximising noise unlearning (after Chundawat et al., 2023), source-free:
+    impair on both noise sets with their labels, then repair on the retain noise only."""
+    K = model.head.out_features
+    forget = _classes(forget_classes, "forget_classes", K, proper=True)
+    teacher = _frozen(model)
+    gen = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    retain = torch.tensor([k for k in range(K) if k not in forget], device=device)
+    y_r = retain.repeat_interleave(_count(n_retain, "n_retain"))
+    y_f = torch.tensor(forget, device=device).repeat(_count(n_forget, "n_forget"))
+    x_r = _optimise_noise(teacher, y_r, +1.0, steps=noise_steps, penalty=penalty, gen=gen)
+    x_f = _optimise_noise(teacher, y_f, -1.0, steps=noise_steps, penalty=penalty, gen=gen)
+    student = copy.deepcopy(model)
+    student.requires_grad_(True)
+    student = _fit(student, torch.cat([x_r, x_f]), torch.cat([y_r, y_f]), steps=impair_steps,
+                   batch=64, lr=impair_lr, seed=seed)
+    return _fit(student.train(), x_r, y_r, steps=repair_steps, batch=64, lr=repair_lr, seed=seed)
+
+
+def head_surgery(model: nn.Module, forget_classes: Sequence[int]) -> nn.Module:
+    """Set the forget classes' head biases to -1e4: they can never be predicted; features untouched."""
+    out = _frozen(model)
+    forget = _classes(forget_classes, "forget_classes", out.head.out_features, proper=True)
+    with torch.no_grad():
+        out.head.bias[forget] = -1e4
+    return out
+
+
+# ----------------------------------------------------------------------------- metrics
+@torch.no_grad()
+def accuracy(model: nn.Module, X, y) -> float:
+    """Share of rows of ``X`` whose argmax logit is ``y``."""
+    X = _points(X, "X")
+    y = _labels(y, "y", len(X), model.head.out_features)
+    return float((model(X).argmax(1) == y).float().mean())
+
+
+@torch.no_grad()
+def _true_confidence(model: nn.Module, X, y) -> np.ndarray:
+    X = _points(X, "X")
+    y = _labels(y, "y", len(X), model.head.out_features)
+    return model(X).softmax(1).gather(1, y[:, None]).cpu().numpy()
+
+
+def svc_mia(model: nn.Module, X_member, y_member, X_nonmember, y_nonmember, X_target,
+            y_target) -> float:
+    """Confidence-based membership inference: an RBF SVC on p(y | x) learns members (retain train)
+    from non-members (retain test); returns the share of targets it calls members."""
+    from sklearn.svm import SVC
+
+    feats = [_true_confidence(model, X, y) for X, y in
+             ((X_member, y_member), (X_nonmember, y_nonmember), (X_target, y_target))]
+    label = np.r_[np.ones(len(feats[0])), np.zeros(len(feats[1]))]
+    svc = SVC(C=3, gamma="auto", kernel="rbf").fit(np.vstack(feats[:2]), label)
+    return float(svc.predict(feats[2]).mean())
+
+
+def nfe_to_threshold(trace: dict, threshold: float) -> float:
+    """The first recorded NFE at which the median energy is at most ``threshold`` (inf if never)."""
+    if not trace.get("nfe") or len(trace["nfe"]) != len(trace.get("energy", [])):
+        raise ValueError("trace: expected matching, non-empty 'nfe' and 'energy' lists")
+    for nfe, energy in zip(trace["nfe"], trace["energy"]):
+        if float(energy.median()) <= threshold:
+            return float(nfe)
+    return math.inf
+
+
+@torch.no_grad()
+def feature_probe_auroc(model: nn.Module, X_fit, is_forget_fit, X_eval, is_forget_eval) -> float:
+    """AUROC of a logistic-regression probe of forget-vs-rest on the penultimate features h(x),
+    fitted on ``X_fit`` and scored on ``X_eval``."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+
+    h_fit = model.features(_points(X_fit, "X_fit")).cpu().numpy()
+    h_eval = model.features(_points(X_eval, "X_eval")).cpu().numpy()
+    probe = LogisticRegression(max_iter=2000).fit(h_fit, np.asarray(is_forget_fit))
+    return float(roc_auc_score(np.asarray(is_forget_eval), probe.decision_function(h_eval)))
+
+
+def evaluate(model: nn.Module, data, forget_classes: Sequence[int]) -> dict[str, float]:
+    """The scoreboard of one model on a train/test split ``data`` (``X_train, y_train, X_test,
+    y_test``): forget and retain test accuracy, forget train accuracy, SVC-MIA on the forget train
+    images and the feature-probe AUROC of forget-vs-rest."""
+    forget = torch.as_tensor(_classes(forget_classes, "forget_classes", model.head.out_features))
+    f_tr, f_te = torch.isin(data.y_train, forget), torch.isin(data.y_test, forget)
+    return {
+        "forget acc (test)": accuracy(model, data.X_test[f_te], data.y_test[f_te]),
+        "forget acc (train)": accuracy(model, data.X_train[f_tr], data.y_train[f_tr]),
+        "retain acc (test)": accuracy(model, data.X_test[~f_te], data.y_test[~f_te]),
+        "MIA": svc_mia(model, data.X_train[~f_tr], data.y_train[~f_tr], data.X_test[~f_te],
+                       data.y_test[~f_te], data.X_train[f_tr], data.y_train[f_tr]),
+        "probe AUROC": feature_probe_auroc(model, data.X_train, f_tr.cpu().numpy(), data.X_test,
+                                           f_te.cpu().numpy()),
+    }
+
+
+def sampler_study(model: nn.Module, samplers: dict[str, tuple[int, float]], steps: Sequence[float],
+                  *, n_per_class: int, nfe_budget: int, seed: int = 0) -> dict[str, dict]:
+    """Every sampler ``name -> (rk_order, momentum)`` at every step size in ``steps``, from the same
+    uniform starts (``n_per_class`` per class, all classes), at the same NFE budget; for each
+    sampler the step size with the lowest mean final energy, its trace and its samples."""
+    K, d = model.head.out_features, model_in(model)
+    gen = torch.Generator().manual_seed(seed)
+    y = torch.arange(K).repeat_interleave(_count(n_per_class, "n_per_class"))
+    x0 = torch.rand(len(y), d, generator=gen)
+    device = next(model.parameters()).device
+    y, x0 = y.to(device), x0.to(device)
+    grad_fn = model_energy_grad(model, y)
+    best: dict[str, dict] = {}
+    for name, (rk, beta) in samplers.items():
+        for a in steps:
+            cfg = SamplerConfig(a, momentum=beta, rk_order=rk)
+            x, trace = langevin(grad_fn, x0, cfg, nfe_budget=nfe_budget, record_every=1,
+                                generator=torch.Generator().manual_seed(seed + 1))
+            final = float(trace["energy"][-1].mean())
+            if name not in best or final < best[name]["final"]:
+                best[name] = {"step": a, "final": final, "trace": trace, "x": x, "y": y}
+    return best
