@@ -103,26 +103,19 @@ class TinyDecoder(nn.Module):
         """Full causal attention over ``tokens`` [B, T] (training); logits [B, T, V]."""
         return self.prefill(tokens)[0]
 
-    def hidden(self, tokens: torch.Tensor, last_q: int = 0, attention=None):
-        """The residual stream after the last block, [B, P, dim], with the per-layer caches.
-
-        ``attention(layer, q, k, v)`` replaces the causal attention of every layer (``q`` [B, Hq, P, D],
-        ``k``/``v`` [B, Hkv, P, D], post-RoPE) and returns [B, Hq, P, D]: DuoAttention's gated heads
-        (:mod:`companion.catekv.duo`) use it. Returns ``(x, ks, vs, qs)`` as :meth:`prefill`.
-        """
+    def hidden(self, tokens: torch.Tensor, last_q: int = 0):
+        """The residual stream after the last block, [B, P, dim], with the per-layer caches
+        ``(x, ks, vs, qs)`` as :meth:`prefill` returns them."""
         B, P = tokens.shape
         cos, sin = rope_tables(torch.arange(P, device=tokens.device), self.head_dim, self.rope_base)
         x = self.embed(tokens)
         x = x + F.pad(self.prev_embed(tokens[:, :-1]), (0, 0, 1, 0))  # position 0 has no previous token
         ks, vs, qs = [], [], []
         G = self.q_heads // self.kv_heads
-        for layer, blk in enumerate(self.blocks):
+        for blk in self.blocks:
             q, k, v = blk.qkv(x, cos, sin)
-            if attention is None:
-                att = F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1),
-                                                     is_causal=True)
-            else:
-                att = attention(layer, q, k, v)
+            att = F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1),
+                                                 is_causal=True)
             x = x + blk.wo(att.transpose(1, 2).reshape(B, P, -1))
             x = blk.mlp(x)
             ks.append(k)
