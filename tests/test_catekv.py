@@ -279,9 +279,11 @@ def test_accuracy_concat_and_amdahl(model):
     assert ev.amdahl(0.5, 2.0) == pytest.approx(4 / 3) and ev.amdahl(0.0, 5.0) == 1.0
     with pytest.raises(ValueError, match="^fraction"):
         ev.amdahl(1.5, 2.0)
-    rec = [{"device": "H200", "context": 131072, "batch": 1, "speedup_catekv_vs_kernel_full": 2.3},
-           {"device": "H200", "context": 32768, "batch": 1, "speedup_catekv_vs_kernel_full": 2.0},
-           {"device": "H200", "context": 131072, "batch": 8, "speedup_catekv_vs_kernel_full": 2.4}]
+    rec = [{"device": "H200", "context": 131072, "batch": 1, "smoke": False,
+            "speedup": {"sdpa_full": 2.3, "kernel_full": 2.1}},
+           {"device": "H200", "context": 32768, "batch": 1, "smoke": False, "speedup": {"kernel_full": 2.0}},
+           {"device": "H200", "context": 131072, "batch": 8, "smoke": False, "speedup": {"sdpa_full": 2.4}},
+           {"device": "cpu", "context": 262144, "batch": 1, "smoke": True, "speedup": {"sdpa_full": 9.0}}]
     assert ev.measured_attention_speedup(rec) == {"speedup": 2.3, "context": 131072, "device": "H200"}
     assert ev.measured_attention_speedup([]) is None
 

@@ -186,15 +186,17 @@ def amdahl(fraction: float, speedup: float) -> float:
 
 
 def measured_attention_speedup(records: list[dict]) -> dict | None:
-    """The GPU benchmark's decode-attention speed-up of the CateKV cache over the full cache, at the
-    longest context measured with batch 1: ``{"speedup", "device", "context"}``, or None without records."""
+    """The GPU benchmark's decode-attention speed-up of the CateKV cache over full-cache SDPA (else over
+    our kernel on the full cache), at the longest context measured with batch 1, from the records of
+    :func:`companion.kernels.load_benchmark` (smoke runs on a CPU are not measurements):
+    ``{"speedup", "device", "context"}``, or None when there is none."""
     rows = []
     for rec in records:
-        for row in rec.get("rows", [rec]):
-            keys = [k for k in row if k.startswith("speedup") and ("full" in k or "sdpa" in k)]
-            if keys and row.get("batch", 1) == 1:
-                rows.append({"speedup": float(row[sorted(keys)[0]]), "context": int(row.get("context", 0)),
-                             "device": str(row.get("device", rec.get("device", "a GPU")))})
+        speedup = rec.get("speedup") or {}
+        side = next((s for s in ("sdpa_full", "kernel_full") if speedup.get(s)), None)
+        if side and not rec.get("smoke", False) and rec.get("batch") == 1:
+            rows.append({"speedup": float(speedup[side]), "context": int(rec["context"]),
+                         "device": str(rec.get("device", "a GPU"))})
     return max(rows, key=lambda r: r["context"]) if rows else None
 
 
