@@ -91,7 +91,8 @@ class Report:
                                  "with your implementation, run that cell, then run this one again.")
             return None
         except Exception as err:  # the student's code may raise anything
-            self.check(False, f"raised {type(err).__name__}: {err} ({what})")
+            message = f": {err}" if str(err) else ""
+            self.check(False, f"raised {type(err).__name__}{message} ({what})")
             return None
 
     def __str__(self) -> str:
