@@ -263,12 +263,12 @@ def synthesize(model: nn.Module, classes: Sequence[int], n_per_class: int, cfg: 
         logits = model(x)
     conf = logits.softmax(1).gather(1, y[:, None])[:, 0]
     keep = conf >= conf_threshold
+    hit_rate = float(keep.float().mean())
     for c in classes:
         own = y == c
         if not keep[own].any():
-            keep[torch.flatnonzero(own)[conf[own].topk(min(8, int(own.sum()))).indices]] = True
-    return SyntheticSet(x[keep], y[keep], logits[keep]), {"hit_rate": float(keep.float().mean()),
-                                                          "trace": trace}
+            keep[own.nonzero().flatten()[conf[own].topk(min(8, int(own.sum()))).indices]] = True
+    return SyntheticSet(x[keep], y[keep], logits[keep]), {"hit_rate": hit_rate, "trace": trace}
 
 
 def noise_sets(model: nn.Module, classes: Sequence[int], n_per_class: int, *, seed: int = 0
@@ -362,8 +362,9 @@ def damo_unlearn(teacher: nn.Module, S_R: SyntheticSet, S_F: SyntheticSet,
     """DAMO: a copy of ``teacher`` trained on the synthetic sets with L_R, w_F L_F and L_D
     (eqs. (dsda-kd)-(dsda-disc)), gradients combined by ``"pcgrad"`` or a naive ``"sum"``.
 
-    Returns the student and a history of the cosines between the task gradients per step
-    (``cos_RF``, ``cos_RD``, ``cos_FD``) and between the update d and each task gradient."""
+    Returns the student and a history per step of the cosines between the task gradients
+    (``cos_RF``, ``cos_RD``, ``cos_FD``), between the update d and each task gradient
+    (``cos_dR``, ...) and of the three losses (``loss_R``, ``loss_F``, ``loss_D``)."""
     if combine not in ("pcgrad", "sum"):
         raise ValueError(f"combine: expected 'pcgrad' or 'sum', got {combine!r}")
     if len(S_R.x) == 0 or len(S_F.x) == 0:
@@ -381,7 +382,8 @@ def damo_unlearn(teacher: nn.Module, S_R: SyntheticSet, S_F: SyntheticSet,
         protos = torch.stack([h0[S_R.y == k].mean(0) for k in classes])
         own = (S_R.y[:, None] == classes[None, :]).float().argmax(1)
         tau = float(((h0 - protos[own]) ** 2).sum(1).median().clamp_min(1e-6))
-    hist = {k: [] for k in ("cos_RF", "cos_RD", "cos_FD", "cos_dR", "cos_dF", "cos_dD")}
+    hist = {k: [] for k in ("cos_RF", "cos_RD", "cos_FD", "cos_dR", "cos_dF", "cos_dD",
+                            "loss_R", "loss_F", "loss_D")}
     for _ in range(steps):
         ir = torch.randint(len(S_R.x), (min(batch_r, len(S_R.x)),), generator=gen)
         jf = torch.randint(len(S_F.x), (min(batch_f, len(S_F.x)),), generator=gen)
@@ -394,6 +396,7 @@ def damo_unlearn(teacher: nn.Module, S_R: SyntheticSet, S_F: SyntheticSet,
         d = pcgrad(grads, gen) if combine == "pcgrad" else torch.stack(grads).sum(0)
         names = "RFD"
         for a in range(len(grads)):
+            hist[f"loss_{names[a]}"].append(float(losses[a].detach()))
             hist[f"cos_d{names[a]}"].append(_cos(d, grads[a]))
             for b in range(a + 1, len(grads)):
                 hist[f"cos_{names[a]}{names[b]}"].append(_cos(grads[a], grads[b]))
@@ -523,14 +526,16 @@ def feature_probe_auroc(model: nn.Module, X_fit, is_forget_fit, X_eval, is_forge
 
 def evaluate(model: nn.Module, data, forget_classes: Sequence[int]) -> dict[str, float]:
     """The scoreboard of one model on a train/test split ``data`` (``X_train, y_train, X_test,
-    y_test``): forget and retain test accuracy, forget train accuracy, SVC-MIA on the forget train
-    images and the feature-probe AUROC of forget-vs-rest."""
+    y_test``): forget and retain test accuracy, forget train accuracy, the mean p(y | x) of the
+    forget train images, SVC-MIA on them and the feature-probe AUROC of forget-vs-rest."""
     forget = torch.as_tensor(_classes(forget_classes, "forget_classes", model.head.out_features))
     f_tr, f_te = torch.isin(data.y_train, forget), torch.isin(data.y_test, forget)
     return {
         "forget acc (test)": accuracy(model, data.X_test[f_te], data.y_test[f_te]),
         "forget acc (train)": accuracy(model, data.X_train[f_tr], data.y_train[f_tr]),
         "retain acc (test)": accuracy(model, data.X_test[~f_te], data.y_test[~f_te]),
+        "forget conf (train)": float(_true_confidence(model, data.X_train[f_tr],
+                                                     data.y_train[f_tr]).mean()),
         "MIA": svc_mia(model, data.X_train[~f_tr], data.y_train[~f_tr], data.X_test[~f_te],
                        data.y_test[~f_te], data.X_train[f_tr], data.y_train[f_tr]),
         "probe AUROC": feature_probe_auroc(model, data.X_train, f_tr.cpu().numpy(), data.X_test,

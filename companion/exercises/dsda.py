@@ -1,0 +1,143 @@
+"""Checkers for the exercises of the chapter *DSDA: unlearning a class without the training data*.
+
+* :func:`check_pcgrad` -- exercise 1, PCGrad for two tasks (label ``dsda-pcgrad``), 2 points;
+* :func:`check_heun` -- exercise 2, Heun's drift of the accelerated sampler (``dsda-rk2``), 2 points.
+
+Each compares the student's answer with :mod:`companion.dsda` on cases built to expose one
+mistake each, and explains the mistake it finds, citing the equation as the page numbers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from companion import dsda as ds
+from companion.exercises import Report, eq
+
+__all__ = ["check_pcgrad", "check_heun"]
+
+
+def _tensor(report: Report, got, shape: tuple, what: str) -> torch.Tensor | None:
+    if got is None:
+        return None
+    if not isinstance(got, torch.Tensor):
+        report.check(False, f"{what}: returned {type(got).__name__}, expected a tensor")
+        return None
+    if not report.check(tuple(got.shape) == shape,
+                        f"{what}: returned shape {tuple(got.shape)}, expected {shape}"):
+        return None
+    return got.detach().double()
+
+
+def _pcgrad_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(0)
+    return [
+        ("two gradients at 45 degrees (no conflict)", torch.tensor([1.0, 0.0]),
+         torch.tensor([1.0, 1.0])),
+        ("two conflicting gradients", torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 1.0])),
+        ("conflicting gradients of different norms", torch.tensor([3.0, 1.0, 0.0]),
+         torch.tensor([-1.0, 0.5, 2.0])),
+        ("random 50-d gradients", torch.randn(50, generator=gen), torch.randn(50, generator=gen)),
+    ]
+
+
+def check_pcgrad(pcgrad_two: Callable) -> Report:
+    """Check ``pcgrad_two(g1, g2)``: PCGrad's update for two flat gradients, eq. (dsda-pcgrad)."""
+    report = Report("Exercise 1 (PCGrad for two tasks)", points=2)
+    for what, g1, g2 in _pcgrad_cases():
+        g1, g2 = g1.double(), g2.double()
+        a, b = g1.clone(), g2.clone()
+        got = _tensor(report, report.call(pcgrad_two, a, b, what=what), tuple(g1.shape), what)
+        if got is None:
+            return report
+        if not report.check(torch.equal(a, g1) and torch.equal(b, g2),
+                            f"{what}: your function changed its inputs in place; work on copies."):
+            return report
+        want = ds.pcgrad([g1, g2])
+        always = (g1 - (g1 @ g2) / (g2 @ g2) * g2) + (g2 - (g1 @ g2) / (g1 @ g1) * g1)
+        p1 = g1 - min(0.0, float(g1 @ g2)) / (g2 @ g2) * g2
+        sequential = p1 + g2 - min(0.0, float(g2 @ p1)) / (p1 @ p1) * p1
+        if torch.allclose(got, want, atol=1e-8):
+            report.check(True, "")
+            continue
+        if torch.allclose(got, always, atol=1e-8):
+            msg = (f"{what}: you project even when the gradients agree (<g1, g2> = "
+                   f"{float(g1 @ g2):.3g} >= 0). {eq('dsda-pcgrad')} removes only the "
+                   "conflicting component: min(0, <g_i, g_j>), so agreeing gradients are "
+                   "summed unchanged.")
+        elif torch.allclose(got, sequential, atol=1e-8):
+            msg = (f"{what}: you project g2 off the already projected g1. Each gradient is "
+                   f"projected off the other task's *original* gradient, {eq('dsda-pcgrad')}.")
+        elif torch.allclose(got, p1, atol=1e-8):
+            msg = (f"{what}: you return only the projected g1. The update of "
+                   f"{eq('dsda-pcgrad')} is the sum of both projected gradients.")
+        else:
+            msg = (f"{what}: got {got.numpy().round(4)[:4]}..., expected "
+                   f"{want.numpy().round(4)[:4]}... ({eq('dsda-pcgrad')}).")
+        report.check(False, msg)
+        return report
+    return report
+
+
+def _quadratic(a: torch.Tensor, scales: torch.Tensor) -> Callable:
+    """grad of E(x) = 1/2 sum_j s_j (x_j - a_j)^2."""
+    return lambda x: scales * (x - a)
+
+
+def check_heun(heun_drift: Callable) -> Report:
+    """Check ``heun_drift(grad_E, x, step, low, high)``: the drift of eq. (dsda-rk2)."""
+    report = Report("Exercise 2 (Heun's drift)", points=2)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(4, 3, generator=gen, dtype=torch.float64)
+    torch.manual_seed(0)
+    net = ds.MLP(3, (8,), 3).double()
+    y = torch.tensor([0, 1, 2, 0])
+    net_grad = ds.model_energy_grad(net, y)
+    cases = [
+        ("a quadratic energy, wide box", _quadratic(torch.full((3,), 0.5, dtype=torch.float64),
+                                                    torch.tensor([1.0, 2.0, 4.0],
+                                                                 dtype=torch.float64)),
+         0.1, -10.0, 10.0),
+        ("a quadratic whose Euler step leaves the box [0, 1]",
+         _quadratic(torch.full((3,), 3.0, dtype=torch.float64),
+                    torch.ones(3, dtype=torch.float64)), 0.8, 0.0, 1.0),
+        ("the energy of a small MLP", lambda z: net_grad(z)[1], 0.05, 0.0, 1.0),
+    ]
+    for what, grad_E, step, low, high in cases:
+        x_in = x.clone()
+        got = _tensor(report, report.call(heun_drift, grad_E, x_in, step, low, high, what=what),
+                      tuple(x.shape), what)
+        if got is None:
+            return report
+        if not report.check(torch.equal(x_in, x), f"{what}: your function changed x in place."):
+            return report
+        cfg = ds.SamplerConfig(step, rk_order=2, low=low, high=high)
+        want = ds._drift(lambda z: (torch.zeros(len(z)), grad_E(z)), x, cfg)[0].double()
+        k1 = -grad_E(x)
+        k2_free = -grad_E(x + step * k1)
+        k2 = -grad_E((x + step * k1).clamp(low, high))
+        if torch.allclose(got, want, atol=1e-8):
+            report.check(True, "")
+            continue
+        if torch.allclose(got, step * k1, atol=1e-8):
+            msg = (f"{what}: this is the Euler drift -alpha grad E(x). Heun's step, "
+                   f"{eq('dsda-rk2')}, also evaluates the gradient at the Euler point and "
+                   "averages the two slopes.")
+        elif torch.allclose(got, -step * k1, atol=1e-8) or torch.allclose(got, -want, atol=1e-8):
+            msg = (f"{what}: your drift climbs the energy. The slopes are k = -grad E: the "
+                   f"sampler descends, {eq('dsda-rk2')}.")
+        elif torch.allclose(got, step * (k1 + k2), atol=1e-8):
+            msg = (f"{what}: you sum the two slopes without the factor 1/2; "
+                   f"{eq('dsda-rk2')} averages them.")
+        elif torch.allclose(got, 0.5 * step * (k1 + k2_free), atol=1e-8):
+            msg = (f"{what}: the intermediate point x + alpha k1 is not clamped to the box. "
+                   f"{eq('dsda-rk2')} evaluates k2 at Pi_U(x + alpha k1): outside U the model "
+                   "was never trained, and its gradient there means nothing.")
+        else:
+            msg = (f"{what}: got a drift that differs from {eq('dsda-rk2')} by up to "
+                   f"{float((got - want).abs().max()):.3g}.")
+        report.check(False, msg)
+        return report
+    return report
