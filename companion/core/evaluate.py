@@ -31,13 +31,14 @@ def _labels(y, name: str, n: int) -> np.ndarray:
     return y
 
 
-def transfer_eval(Es, ys, Et, yt, protocol: str = "log", alpha: float = 1.0) -> dict[str, float]:
+def transfer_eval(Es, ys, Et, yt, protocol: str = "log", alpha: float = 1.0,
+                  standardised: bool = True) -> dict[str, float]:
     """Fit a ridge (alpha) on source embeddings and labels, predict the target city.
 
     * "official": raw embeddings and raw labels, negative predictions clipped to 0; MAE, RMSE,
       MAPE on the target (the paper's evaluator);
-    * "log": embeddings standardised per city, ridge on log y; R^2 and Spearman rho on the
-      target's log labels (scale-free).
+    * "log": embeddings standardised per city (unless ``standardised=False``), ridge on log y;
+      R^2 and Spearman rho on the target's log labels (scale-free).
     """
     Es = _emb(Es, "Es")
     Et = _emb(Et, "Et", Es.shape[1])
@@ -52,8 +53,9 @@ def transfer_eval(Es, ys, Et, yt, protocol: str = "log", alpha: float = 1.0) -> 
         raise ValueError(f"protocol: expected 'official' or 'log', got {protocol!r}")
     if (ys <= 0).any() or (yt <= 0).any():
         raise ValueError("ys: the 'log' protocol needs positive labels in both cities")
-    w, b = _ridge(standardise(Es), np.log(ys), alpha)
-    pred, true = standardise(Et) @ w + b, np.log(yt)
+    prep = standardise if standardised else (lambda E: E)
+    w, b = _ridge(prep(Es), np.log(ys), alpha)
+    pred, true = prep(Et) @ w + b, np.log(yt)
     r2 = 1.0 - ((pred - true) ** 2).sum() / ((true - true.mean()) ** 2).sum()
     return {"r2": float(r2), "spearman": float(spearmanr(pred, true).statistic), "pred": pred}
 
