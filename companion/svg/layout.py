@@ -74,9 +74,7 @@ def _heads(x: torch.Tensor, is_temporal, name: str) -> torch.Tensor:
 def _permute(x, layout, is_temporal, perm, name):
     t = _heads(x, is_temporal, name)
     layout.check_length(x.shape[2], name)
-    out = x.clone()
-    out[t] = x[t][:, perm.to(x.device), :]
-    return out
+    return torch.where(t[..., None, None], x[:, :, perm.to(x.device)], x)
 
 
 def to_token_major(x: torch.Tensor, layout: VideoLayout, is_temporal=True) -> torch.Tensor:
