@@ -197,10 +197,18 @@ _BAR = re.compile(r"\d+%\|[^|]*\||\d+/\d+ \[\d+:\d+")
 _PATH = re.compile(r"(/work/|/home/|/tmp/|/root/|/Users/|site-packages|[A-Z]:\\\\)")
 
 
+_GLUE_REF = re.compile(r"\{glue(?::\w+)?\}`([^`:]+)(?::[^`]*)?`|^```\{glue(?::\w+)?\}\s+(\S+)", re.M)
+
+
 def output_problems(nb) -> list[str]:
     """What a reader must not see in an executed page: stderr, progress-bar walls, machine paths,
-    errors, NaN in a table; and autograded exercises that do not score full points."""
+    errors, NaN in a table, a glued name the prose uses but the run never glued; and autograded
+    exercises that do not score full points."""
     problems = []
+    glued = {o.metadata["scrapbook"]["name"] for c in nb.cells if c.cell_type == "code"
+             for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
+    used = {a or b for c in nb.cells if c.cell_type == "markdown" for a, b in _GLUE_REF.findall(c.source)}
+    problems += [f"the prose uses {{glue}} `{name}`, which the run never glued" for name in sorted(used - glued)]
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -236,6 +244,8 @@ def stage() -> Path:
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(ROOT / name, site / name)
     notebooks = {d for d in toc_docs() if is_notebook(d)}
+    for doc in notebooks:  # a stale Markdown copy beside an executed notebook would be a second source
+        (site / f"{doc}.md").unlink(missing_ok=True)
     for path in (ROOT / "book").rglob("*"):
         rel = path.relative_to(ROOT)
         if path.is_dir() or str(rel.with_suffix("")) in notebooks or ".ipynb_checkpoints" in rel.parts:
