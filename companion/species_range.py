@@ -1,0 +1,411 @@
+"""FS-SINR (Lange et al., ICML 2025): species ranges from a few presence points in one forward pass.
+
+A synthetic globe (:class:`SyntheticGlobe`: an area-uniform Fibonacci lattice, random
+continents, two covariates, species ranges from a climatic niche with dispersal limits, and
+presence-only observations biased towards "towns"), the model (:class:`LocationEncoder`
+:math:`f_\\theta`, :class:`FSSINR`, the set encoder :math:`g_\\psi`, and :class:`SINR`, the
+per-species embedding table it is initialised from), the assume-negative loss
+(:func:`an_full_loss`), the baselines (:func:`fit_sinr_lr`, :func:`kde_scores`) and the metric
+(:func:`average_precision`). Locations are ``(lon, lat)`` in degrees, shape ``[N, 2]``; a
+context batch is ``[B, K, 2]`` with a boolean padding mask ``[B, K]`` (``True`` = padded).
+Equation labels refer to the chapter ``book/graphs/species-range.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["EARTH_KM", "fibonacci_sphere", "lonlat_to_unit", "sincos_encode", "SyntheticGlobe",
+           "make_globe", "LocationEncoder", "SINR", "FSSINR", "an_full_loss", "sample_background",
+           "train_sinr", "train_fssinr", "sample_contexts", "fssinr_scores", "fit_sinr_lr",
+           "kde_scores", "average_precision", "timed"]
+
+EARTH_KM = 6371.0
+
+
+def _check_ll(ll, name: str = "ll") -> torch.Tensor:
+    ll = torch.as_tensor(ll)
+    if ll.ndim < 1 or ll.shape[-1] != 2:
+        raise ValueError(f"{name}: expected shape [..., 2] of (lon, lat) degrees, got {tuple(ll.shape)}")
+    ll = ll.float() if not torch.is_floating_point(ll) else ll
+    if torch.isnan(ll).any():
+        raise ValueError(f"{name}: contains NaN coordinates")
+    if (ll[..., 0].abs() > 180).any() or (ll[..., 1].abs() > 90).any():
+        raise ValueError(f"{name}: lon must lie in [-180, 180] and lat in [-90, 90] degrees")
+    return ll
+
+
+def fibonacci_sphere(n: int) -> np.ndarray:
+    """``n`` area-uniform points on the sphere as ``(lon, lat)`` degrees, shape ``[n, 2]``."""
+    if int(n) < 1:
+        raise ValueError(f"n: expected a positive number of points, got {n}")
+    i = np.arange(n) + 0.5
+    lat = np.degrees(np.arcsin(1 - 2 * i / n))
+    lon = (np.degrees(np.pi * (1 + 5**0.5) * i) + 180) % 360 - 180
+    return np.stack([lon, lat], axis=1)
+
+
+def lonlat_to_unit(ll) -> torch.Tensor:
+    """Unit vectors ``[N, 3]`` of locations ``ll`` ``[N, 2]`` (degrees)."""
+    lon, lat = torch.deg2rad(_check_ll(ll)).unbind(-1)
+    return torch.stack([lat.cos() * lon.cos(), lat.cos() * lon.sin(), lat.sin()], dim=-1)
+
+
+def sincos_encode(ll) -> torch.Tensor:
+    """Eq. (fssinr-encoding): ``[sin(pi x), cos(pi x)]`` of ``x = (lon/180, lat/90)``, ``[..., 4]``."""
+    ll = _check_ll(ll)
+    x = ll / torch.tensor([180.0, 90.0], device=ll.device, dtype=ll.dtype)
+    return torch.cat([torch.sin(torch.pi * x), torch.cos(torch.pi * x)], dim=-1)
+
+
+def sample_background(n: int, gen: torch.Generator, device=None) -> torch.Tensor:
+    """``n`` locations uniform on the sphere (not uniform in degrees), ``[n, 2]``."""
+    u = torch.rand(n, 2, generator=gen).to(device)
+    return torch.stack([360 * u[:, 0] - 180, torch.rad2deg(torch.asin(2 * u[:, 1] - 1))], dim=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The synthetic globe
+
+
+@dataclass
+class SyntheticGlobe:
+    """Cells, land, covariates, species ranges and presence-only observations of one seeded world.
+
+    ``cells_ll [M, 2]``, ``land [M]``; ``cov [M, 2]`` (standardised temperature-like and
+    moisture-like fields); ``ranges [S, M]`` boolean (always on land); ``obs`` a list of
+    ``[n_s, 2]`` arrays (the train species' observations, the test species' reserve);
+    ``train`` and ``test`` species ids; ``towns [J, 2]``.
+    """
+
+    cells_ll: np.ndarray
+    land: np.ndarray
+    cov: np.ndarray
+    ranges: np.ndarray
+    obs: list
+    train: np.ndarray
+    test: np.ndarray
+    towns: np.ndarray
+
+    def prevalence(self) -> np.ndarray:
+        """Fraction of land cells inside each species' range (the expected AP of a random ranking)."""
+        return self.ranges[:, self.land].mean(1)
+
+
+def _smooth_field(unit: np.ndarray, rng: np.random.Generator, n_bumps: int, kappa: float) -> np.ndarray:
+    centres = lonlat_to_unit(torch.tensor(fibonacci_sphere(n_bumps))).numpy()
+    centres = centres[rng.permutation(n_bumps)]
+    return np.exp(kappa * (unit @ centres.T - 1)) @ rng.normal(size=n_bumps)
+
+
+def make_globe(n_cells: int = 3000, n_train: int = 300, n_test: int = 60, obs_cap: int = 50,
+               reserve: int = 50, n_towns: int = 40, jitter_km: float = 30.0,
+               seed: int = 0) -> SyntheticGlobe:
+    """Build a seeded world (see the chapter's problem section); test species are split off first."""
+    for name, value, low in [("n_cells", n_cells, 200), ("n_train", n_train, 2), ("n_test", n_test, 1),
+                             ("obs_cap", obs_cap, 2), ("reserve", reserve, 1), ("n_towns", n_towns, 1)]:
+        if int(value) < low:
+            raise ValueError(f"{name}: expected an integer >= {low}, got {value}")
+    rng = np.random.default_rng(seed)
+    ll = fibonacci_sphere(n_cells)
+    unit = lonlat_to_unit(torch.tensor(ll)).numpy()
+    relief = _smooth_field(unit, rng, 40, 8.0)
+    land = relief > np.quantile(relief, 0.65)
+    lat = np.radians(ll[:, 1])
+    temp = np.cos(lat) ** 2 + 0.3 * _smooth_field(unit, rng, 40, 6.0) - 0.2 * relief
+    wet = _smooth_field(unit, rng, 40, 4.0)
+    cov = np.stack([temp, wet], 1)
+    cov = (cov - cov[land].mean(0)) / cov[land].std(0)
+    land_ids = np.flatnonzero(land)
+    towns = land_ids[rng.choice(len(land_ids), n_towns, replace=False)]
+    d_town = EARTH_KM * np.arccos(np.clip(unit @ unit[towns].T, -1, 1))
+    effort = 0.05 + np.exp(-d_town**2 / (2 * 350.0**2)) @ rng.lognormal(0, 1, n_towns)
+    n_sp = n_train + n_test
+    ranges = np.zeros((n_sp, n_cells), bool)
+    obs = []
+    for s in range(n_sp):
+        o = land_ids[rng.integers(len(land_ids))]
+        sigma = rng.uniform(0.3, 1.0, 2)
+        h = np.exp(-0.5 * (((cov - cov[o]) / sigma) ** 2).sum(1))
+        rho = np.exp(rng.uniform(np.log(500), np.log(4000)))
+        g = np.exp(-EARTH_KM * np.arccos(np.clip(unit @ unit[o], -1, 1)) / rho)
+        score = np.where(land, h * g, -1.0)
+        prev = np.exp(rng.uniform(np.log(0.01), np.log(0.15)))
+        tau = np.quantile(score[land], 1 - prev)
+        ranges[s] = land & (score >= tau)
+        ranges[s, o] = True
+        n = reserve if s >= n_train else min(obs_cap, int(np.ceil(rng.lognormal(3, 1))))
+        p = ranges[s] * np.sqrt(h) * effort
+        cells = rng.choice(n_cells, n, p=p / p.sum())
+        obs.append(_jitter(ll[cells], rng, jitter_km) if jitter_km > 0 else ll[cells])
+    return SyntheticGlobe(ll, land, cov, ranges, obs, np.arange(n_train), np.arange(n_train, n_sp),
+                          ll[towns])
+
+
+def _jitter(ll: np.ndarray, rng: np.random.Generator, km: float = 30.0) -> np.ndarray:
+    """Move each observation by N(0, km^2) in the local tangent plane, staying in range."""
+    dlat = rng.normal(0, km, len(ll)) / 111.2
+    dlon = rng.normal(0, km, len(ll)) / (111.2 * np.maximum(np.cos(np.radians(ll[:, 1])), 0.05))
+    lon = (ll[:, 0] + dlon + 180) % 360 - 180
+    return np.stack([lon, np.clip(ll[:, 1] + dlat, -90, 90)], 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+class _ResBlock(nn.Module):
+    def __init__(self, width: int, dropout: float):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(dropout),
+                                 nn.Linear(width, width), nn.ReLU())
+
+    def forward(self, h):
+        return h + self.net(h)
+
+
+class LocationEncoder(nn.Module):
+    """Eq. (fssinr-encoder), :math:`f_\\theta`: ``Linear -> ReLU -> depth x ResBlock`` on the
+    encoding of eq. (fssinr-encoding); ``forward(ll [N, 2]) -> [N, width]``."""
+
+    def __init__(self, width: int = 64, depth: int = 2, dropout: float = 0.1):
+        super().__init__()
+        if width < 1 or depth < 0:
+            raise ValueError(f"width, depth: expected width >= 1 and depth >= 0, got {width}, {depth}")
+        self.width = width
+        self.net = nn.Sequential(nn.Linear(4, width), nn.ReLU(),
+                                 *[_ResBlock(width, dropout) for _ in range(depth)])
+
+    def forward(self, ll):
+        return self.net(sincos_encode(ll))
+
+
+class SINR(nn.Module):
+    """The per-species model: :math:`\\sigma(f_\\theta(x)^\\top w_s)`, ``w_s`` looked up in a table."""
+
+    def __init__(self, enc: LocationEncoder, n_species: int):
+        super().__init__()
+        self.enc = enc
+        self.table = nn.Embedding(n_species, enc.width)
+
+
+class FSSINR(nn.Module):
+    """Eq. (fssinr-set): the set encoder :math:`g_\\psi` over ``[class, register, f(x_1)+e_loc, ...]``.
+
+    A post-norm transformer without positional encoding, so the embedding is a function of the
+    context *set*; padded slots are masked, and the class and register tokens are never masked,
+    so an empty context gives the context-free embedding.
+    """
+
+    def __init__(self, enc: LocationEncoder, n_layers: int = 2, n_heads: int = 2, ffn: int = 128,
+                 dropout: float = 0.1):
+        super().__init__()
+        d = enc.width
+        if d % n_heads:
+            raise ValueError(f"n_heads: must divide the width {d}, got {n_heads}")
+        self.enc = enc
+        self.cls = nn.Parameter(0.02 * torch.randn(d))
+        self.reg = nn.Parameter(0.02 * torch.randn(d))
+        self.e_loc = nn.Parameter(0.02 * torch.randn(d))
+        self.norm = nn.LayerNorm(d)
+        layer = nn.TransformerEncoderLayer(d, n_heads, ffn, dropout, batch_first=True)
+        self.transformer = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
+        self.out = nn.Linear(d, d)
+
+    def species_embedding(self, ctx_ll, ctx_mask) -> torch.Tensor:
+        """``ctx_ll [B, K, 2]``, ``ctx_mask [B, K]`` (True = padded) -> ``w [B, d]``."""
+        ctx_ll = _check_ll(ctx_ll, "ctx_ll")
+        if ctx_ll.ndim != 3 or ctx_mask.shape != ctx_ll.shape[:2]:
+            raise ValueError(f"ctx_mask: expected shape {tuple(ctx_ll.shape[:2])} matching ctx_ll "
+                             f"[B, K, 2], got {tuple(ctx_mask.shape)}")
+        B = ctx_ll.shape[0]
+        tokens = self.enc(ctx_ll) + self.e_loc
+        special = torch.stack([self.cls, self.reg]).expand(B, 2, -1)
+        seq = self.norm(torch.cat([special, tokens], dim=1))
+        mask = torch.cat([torch.zeros(B, 2, dtype=torch.bool, device=ctx_mask.device),
+                          ctx_mask.bool()], dim=1)
+        return self.out(self.transformer(seq, src_key_padding_mask=mask)[:, 0])
+
+
+def an_full_loss(loc_feat, bg_feat, w, species, pos_weight: float = 2048.0,
+                 eps: float = 1e-5) -> torch.Tensor:
+    """Eq. (fssinr-loss), the "assume negative, full" loss with in-batch species.
+
+    ``loc_feat [B, d]`` = f(x_a) of the observed locations, ``bg_feat [B, d]`` of random
+    background locations, ``w [B, d]`` the species embeddings of the examples and
+    ``species [B]`` their ids. Entry ``(a, b)`` scores location ``a`` for species ``b``.
+    """
+    if loc_feat.ndim != 2 or bg_feat.shape != loc_feat.shape or w.shape != loc_feat.shape:
+        raise ValueError("loc_feat, bg_feat, w: expected three [B, d] tensors of one shape, got "
+                         f"{tuple(loc_feat.shape)}, {tuple(bg_feat.shape)}, {tuple(w.shape)}")
+    if species.shape != loc_feat.shape[:1]:
+        raise ValueError(f"species: expected shape [{loc_feat.shape[0]}], got {tuple(species.shape)}")
+    if pos_weight <= 0:
+        raise ValueError(f"pos_weight: expected a positive weight, got {pos_weight}")
+    P, Q = torch.sigmoid(loc_feat @ w.T), torch.sigmoid(bg_feat @ w.T)
+    eye = torch.eye(len(species), dtype=torch.bool, device=species.device)
+    other = species[:, None] != species[None, :]
+    loss_loc = torch.where(eye, -pos_weight * torch.log(P + eps),
+                           other * -torch.log(1 - P + eps))
+    return loss_loc.mean() + (-torch.log(1 - Q + eps)).mean()
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+
+
+def _obs_table(globe: SyntheticGlobe, species: np.ndarray):
+    ll = np.concatenate([globe.obs[s] for s in species])
+    sp = np.concatenate([np.full(len(globe.obs[s]), s) for s in species])
+    return torch.tensor(ll, dtype=torch.float32), torch.tensor(sp)
+
+
+def train_sinr(globe: SyntheticGlobe, width: int = 64, depth: int = 2, steps: int = 600,
+               batch: int = 256, lr: float = 5e-3, pos_weight: float = 2048.0, seed: int = 0) -> SINR:
+    """Fit f_theta and one embedding per training species with eq. (fssinr-loss) (W looked up)."""
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    ll, sp = _obs_table(globe, globe.train)
+    model = SINR(LocationEncoder(width, depth), len(globe.train))
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        idx = torch.randint(len(ll), (batch,), generator=gen)
+        loss = an_full_loss(model.enc(ll[idx]), model.enc(sample_background(batch, gen)),
+                            model.table(sp[idx]), sp[idx], pos_weight)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+def _episodes(globe, ll, sp, starts, counts, batch, max_ctx, fixed, rng):
+    """Targets and contexts: each context is drawn from the *other* observations of its species."""
+    ok = np.flatnonzero(counts[sp.numpy()] >= 2)
+    idx = ok[rng.integers(len(ok), size=batch)]
+    ctx = np.zeros((batch, max_ctx), dtype=np.int64)
+    mask = np.ones((batch, max_ctx), dtype=bool)
+    for b, i in enumerate(idx):
+        s = int(sp[i])
+        others = np.delete(np.arange(starts[s], starts[s] + counts[s]), i - starts[s])
+        k = min(len(others), max_ctx if fixed else int(rng.integers(1, max_ctx + 1)))
+        ctx[b, :k] = rng.choice(others, k, replace=False)
+        mask[b, :k] = False
+    return torch.tensor(idx), torch.tensor(ctx), torch.tensor(mask)
+
+
+def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 800, batch: int = 64,
+                 max_ctx: int = 20, fixed_ctx: bool = False, lr: float = 1e-3,
+                 pos_weight: float = 2048.0, seed: int = 0, **arch) -> FSSINR:
+    """Train the set encoder (and fine-tune f_theta, initialised from ``sinr``) on episodes.
+
+    Context sizes are drawn uniformly in ``[1, max_ctx]`` (``fixed_ctx=False``) or always
+    ``max_ctx`` (capped by the species' other observations).
+    """
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed)
+    enc = LocationEncoder(sinr.enc.width, len(sinr.enc.net) - 2)
+    enc.load_state_dict(sinr.enc.state_dict())
+    model = FSSINR(enc, **arch)
+    ll, sp = _obs_table(globe, globe.train)
+    counts = np.bincount(sp.numpy(), minlength=len(globe.train))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    for _ in range(steps):
+        idx, ctx, mask = _episodes(globe, ll, sp, starts, counts, batch, max_ctx, fixed_ctx, rng)
+        w = model.species_embedding(ll[ctx], mask)
+        loss = an_full_loss(model.enc(ll[idx]), model.enc(sample_background(batch, gen)), w,
+                            sp[idx], pos_weight)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation and baselines
+
+
+def sample_contexts(globe: SyntheticGlobe, species: np.ndarray, k: int, rng: np.random.Generator):
+    """``[S, k, 2]`` contexts of ``k`` distinct observations from each test species' reserve."""
+    if k < 0 or any(k > len(globe.obs[s]) for s in species):
+        raise ValueError(f"k: expected 0 <= k <= the reserve size, got {k}")
+    return np.stack([globe.obs[s][rng.choice(len(globe.obs[s]), k, replace=False)] for s in species])
+
+
+@torch.no_grad()
+def fssinr_scores(model: FSSINR, ctx_ll, cells_ll) -> torch.Tensor:
+    """Eq. (fssinr-predict): ``sigma(f(x)' w(S))`` for every cell and every context, ``[S, M]``."""
+    ctx_ll = torch.as_tensor(ctx_ll, dtype=torch.float32)
+    mask = torch.zeros(ctx_ll.shape[:2], dtype=torch.bool, device=ctx_ll.device)
+    w = model.species_embedding(ctx_ll, mask)
+    return torch.sigmoid(w @ model.enc(torch.as_tensor(cells_ll, dtype=torch.float32)).T)
+
+
+def fit_sinr_lr(feat_ctx: np.ndarray, feat_bg: np.ndarray, C: float = 1.0, iters: int = 25):
+    """Eq. (fssinr-lr): L2 logistic regression of ``k`` presences against background features,
+    classes balanced, bias unpenalised (scikit-learn's objective), by Newton's method;
+    returns ``(w [d], b)``."""
+    feat_ctx, feat_bg = np.asarray(feat_ctx, float), np.asarray(feat_bg, float)
+    if feat_ctx.ndim != 2 or feat_bg.ndim != 2 or feat_ctx.shape[1] != feat_bg.shape[1] or not len(feat_ctx):
+        raise ValueError("feat_ctx, feat_bg: expected [k >= 1, d] and [n, d] feature arrays, got "
+                         f"{feat_ctx.shape}, {feat_bg.shape}")
+    if C <= 0:
+        raise ValueError(f"C: expected a positive inverse regularisation, got {C}")
+    X = np.concatenate([feat_ctx, feat_bg])
+    X = np.concatenate([X, np.ones((len(X), 1))], 1)
+    y = np.r_[np.ones(len(feat_ctx)), np.zeros(len(feat_bg))]
+    n = len(y)
+    weight = np.where(y == 1, n / (2 * len(feat_ctx)), n / (2 * len(feat_bg)))
+    reg = np.r_[np.ones(X.shape[1] - 1), 0.0] / C
+    beta = np.zeros(X.shape[1])
+    for _ in range(iters):
+        p = 1 / (1 + np.exp(-np.clip(X @ beta, -30, 30)))
+        grad = X.T @ (weight * (p - y)) + reg * beta
+        hess = (X.T * (weight * p * (1 - p))) @ X + np.diag(reg + 1e-9)
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta[:-1], float(beta[-1])
+
+
+def kde_scores(ctx_ll, cells_ll, bw_km: float) -> torch.Tensor:
+    """Eq. (fssinr-kde): von Mises-Fisher kernel density of the context, ``[..., M]``."""
+    if bw_km <= 0:
+        raise ValueError(f"bw_km: expected a positive bandwidth in km, got {bw_km}")
+    kappa = (EARTH_KM / bw_km) ** 2
+    u_ctx, u_cell = lonlat_to_unit(ctx_ll), lonlat_to_unit(cells_ll)
+    return torch.exp(kappa * (u_ctx @ u_cell.T - 1)).sum(-2)
+
+
+def average_precision(y_true, scores) -> float:
+    """Eq. (fssinr-ap): ``sum_k (R_k - R_{k-1}) P_k`` over thresholds at the distinct scores."""
+    y = np.asarray(y_true, dtype=bool)
+    s = np.asarray(scores, dtype=float)
+    if y.ndim != 1 or s.shape != y.shape:
+        raise ValueError(f"scores: expected shape {y.shape} matching y_true, got {s.shape}")
+    if not y.any():
+        raise ValueError("y_true: needs at least one positive")
+    if np.isnan(s).any():
+        raise ValueError("scores: contains NaN")
+    order = np.argsort(-s, kind="stable")
+    s, y = s[order], y[order]
+    last = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # last index of each run of tied scores
+    tp = np.cumsum(y)[last]
+    precision, recall = tp / (last + 1), tp / y.sum()
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def timed(fn, *args, repeats: int = 1):
+    """``(result, seconds per call)`` of ``fn(*args)``, after one warm-up call."""
+    fn(*args)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        out = fn(*args)
+    return out, (time.perf_counter() - t0) / repeats
