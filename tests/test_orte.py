@@ -1,0 +1,133 @@
+"""ORTE: the estimator, the contrast and the metrics against independent references."""
+
+import numpy as np
+import pytest
+import torch
+
+import companion.orte as ot
+
+
+def test_decoupled_ste_is_hard_forward_with_the_closed_form_gradient():
+    logits = torch.tensor([[0.3, -0.2], [-1.0, 0.5], [0.0, 0.1]], dtype=torch.float64,
+                          requires_grad=True)
+    gumbel = torch.tensor([[0.1, -0.3], [0.4, 0.2], [-0.5, 0.0]], dtype=torch.float64)
+    tau_f, tau_b = 0.5, 2.0
+    out = ot.decoupled_ste(logits, tau_f, tau_b, gumbel)
+    z = (logits + gumbel).detach()
+    hard = (z[:, 1] > z[:, 0]).double()
+    assert torch.equal(out[:, 1].detach(), hard) and torch.equal(out.sum(-1).detach(),
+                                                                  torch.ones(3, dtype=torch.float64))
+    out[:, 1].sum().backward()
+    y = torch.sigmoid((z[:, 1] - z[:, 0]) / tau_f)  # closed form: y (1 - y) / tau_b
+    want = y * (1 - y) / tau_b
+    assert torch.allclose(logits.grad[:, 1], want) and torch.allclose(logits.grad[:, 0], -want)
+
+
+def test_equal_temperatures_reduce_to_straight_through_gumbel_softmax():
+    logits = torch.randn(5, 2, dtype=torch.float64, requires_grad=True)
+    gumbel = torch.randn(5, 2, dtype=torch.float64)
+    ot.decoupled_ste(logits, 0.7, 0.7, gumbel)[:, 1].sum().backward()
+    ref = logits.detach().clone().requires_grad_(True)
+    soft = torch.softmax((ref + gumbel) / 0.7, -1)
+    soft[:, 1].sum().backward()
+    assert torch.allclose(logits.grad, ref.grad)
+
+
+def test_contrast_loss_matches_a_loop_over_samples_and_channels():
+    gen = torch.Generator().manual_seed(0)
+    x, xp, xn = (torch.randn(2, 7, 3, generator=gen, dtype=torch.float64) for _ in range(3))
+    total = 0.0
+    for i in range(2):
+        for d in range(3):
+            cos = [float(a @ b / (a.norm() * b.norm())) for a, b in
+                   ((x[i, :, d], xp[i, :, d]), (x[i, :, d], xn[i, :, d]))]
+            total += -np.log(np.exp(cos[0] / 0.5) / (np.exp(cos[0] / 0.5) + np.exp(cos[1] / 0.5)))
+    assert float(ot.contrast_loss(x, xp, xn)) == pytest.approx(total / 6, rel=1e-9)
+
+
+def _brute_force(s, g):
+    """Average precision and areas under precision/recall by direct counting."""
+    s = (s - s.min()) / (s.max() - s.min())
+    thr = np.unique(s)
+    prec = np.array([g[s >= t].mean() for t in thr])
+    rec = np.array([g[s >= t].sum() / g.sum() for t in thr])
+    ap = sum((rec[k] - (rec[k + 1] if k + 1 < len(thr) else 0)) * prec[k] for k in range(len(thr)))
+    return ap, np.trapezoid(prec, thr), np.trapezoid(rec, thr)
+
+
+def test_ground_truth_scores_match_brute_force():
+    rng = np.random.default_rng(0)
+    s = rng.random((3, 8, 2))
+    s[0, :2] = s[0, 2:4]  # ties
+    g = rng.random((3, 8, 2)) < 0.3
+    g[:, 0, 0] = True
+    got = ot.ground_truth_scores(s, g)
+    want = np.mean([_brute_force(a.ravel(), b.ravel()) for a, b in zip(s, g)], 0)
+    assert [got["auprc"], got["aup"], got["aur"]] == pytest.approx(list(want), abs=1e-12)
+
+
+def test_perfect_and_constant_saliency_and_empty_ground_truth():
+    g = np.zeros((3, 10, 1), bool)
+    g[0, 2:4] = g[1, 5:9] = True  # sample 2 has an empty ground truth
+    perfect = ot.ground_truth_scores(g.astype(float), g)
+    assert perfect["auprc"] == 1.0 and perfect["n_skipped"] == 1
+    const = ot.ground_truth_scores(np.ones((3, 10, 1)), g)
+    assert const["auprc"] == pytest.approx(np.mean([0.2, 0.4]))
+
+
+def test_integrated_gradients_completeness():
+    torch.manual_seed(0)
+    model = ot.freeze(ot.CNNClassifier(2, 3).double())
+    X = torch.randn(4, 12, 2, dtype=torch.float64)
+    base = torch.zeros_like(X)
+    y = model(X).argmax(1)
+    ig = ot.integrated_gradients(model, X, base, target=y, steps=64, signed=True)
+    gap = (model(X) - model(base)).gather(1, y[:, None]).squeeze(1)
+    assert torch.allclose(ig.sum((1, 2)), gap, rtol=0.05, atol=1e-3)
+
+
+def test_generators_are_deterministic_and_balanced_with_exact_spikes():
+    X, y, gt = ot.freq_shapes(40, noise=0.0, seed=3)
+    X2, _, _ = ot.freq_shapes(40, noise=0.0, seed=3)
+    assert X.shape == (40, 50, 1) and gt.dtype == bool and np.array_equal(X, X2)
+    assert np.bincount(y).tolist() == [10] * 4 and gt.reshape(40, -1).any(1).all()
+    assert set(np.round(X[gt], 4)) <= {1.75, 2.0, -1.75, -2.0} and (X[~gt] == 0).all()
+    Xl, yl, gl = ot.low_var_detect(8, seed=0)
+    assert Xl.shape == (8, 100, 2) and gl.reshape(8, -1).any(1).all()
+    assert np.all(gl[yl < 2][..., 1] == False) and np.all(gl[yl >= 2][..., 0] == False)
+
+
+def test_fit_leaves_the_black_box_unchanged_and_explains_one_series():
+    X, y, _ = ot.freq_shapes(64, seed=0)
+    X, y = torch.tensor(X), torch.tensor(y)
+    bb = ot.train_blackbox(X, y, steps=5)
+    before = [p.clone() for p in bb.parameters()]
+    ex = ot.ORTEExplainer(1).fit(bb, X, epochs=1)
+    assert all(torch.equal(a, b) for a, b in zip(before, bb.parameters()))
+    P = ex.explain(X[:1])
+    assert P.shape == (1, 50, 1) and ((P > 0) & (P < 1)).all()
+
+
+def test_bad_input_is_a_value_error_naming_the_argument():
+    X = torch.zeros(2, 10, 1)
+    with pytest.raises(ValueError, match="logits"):
+        ot.decoupled_ste(torch.zeros(3, 3), 1.0, 1.0)
+    with pytest.raises(ValueError, match="tau_b"):
+        ot.decoupled_ste(torch.zeros(3, 2), 1.0, 0.0)
+    with pytest.raises(ValueError, match="saliency"):
+        ot.ground_truth_scores(np.zeros((2, 10, 1)), np.zeros((2, 9, 1), bool))
+    with pytest.raises(ValueError, match="saliency"):
+        ot.ground_truth_scores(np.full((1, 3, 1), np.nan), np.ones((1, 3, 1), bool))
+    with pytest.raises(ValueError, match="gt"):
+        ot.ground_truth_scores(np.zeros((1, 3, 1)), np.zeros((1, 3, 1), bool))
+    with pytest.raises(ValueError, match="X"):
+        ot.vanilla_saliency(ot.CNNClassifier(1, 2), torch.zeros(0, 10, 1))
+    with pytest.raises(ValueError, match="X"):
+        ot.ORTEExplainer(2).fit(ot.CNNClassifier(1, 2), X)
+    with pytest.raises(ValueError, match="mask"):
+        ot.keep_accuracy(ot.CNNClassifier(1, 2), X, torch.zeros(2, dtype=torch.long),
+                         torch.zeros(2, 9, 1), X[0], X[0])
+    with pytest.raises(ValueError, match="n"):
+        ot.freq_shapes(0)
+    with pytest.raises(ValueError, match="noise"):
+        ot.freq_shapes(4, noise=-1.0)
