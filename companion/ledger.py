@@ -368,14 +368,14 @@ def headline_counts(ledger: dict[str, Any]) -> dict[str, tuple[int, int]]:
 
 
 def _frac(held: int, total: int) -> str:
-    return f"{held} of {total}" if total else "–"
+    return f"{held}/{total}" if total else "–"
 
 
 def summary_markdown(ledgers: list[dict[str, Any]], titles: dict[str, str] | None = None) -> str:
     """One row per chapter, linked to its Claims section: the paper's claims that hold (the
     headline), then checks, controls and post-hoc claims counted apart; a total row."""
     titles = titles or {}
-    rows = ["| chapter | the paper's claims hold | checks | controls | post hoc |", "|---|---|---|---|---|"]
+    rows = ["| chapter | paper claims | checks | controls | post hoc |", "|---|---|---|---|---|"]
     total = {k: [0, 0] for k in ("paper", "check", "control", "post_hoc")}
     for led in ledgers:
         counts = headline_counts(led)
@@ -383,7 +383,8 @@ def summary_markdown(ledgers: list[dict[str, Any]], titles: dict[str, str] | Non
             total[k][0] += h
             total[k][1] += n
         name = md_escape(titles.get(led["chapter"], led["chapter"]))
-        rows.append(f"| {{ref}}`{name} <{led['chapter']}-claims>` ({led['scale']}) | "
+        scale = "" if led["scale"] == "quick" else f" ({led['scale']})"
+        rows.append(f"| {{ref}}`{name} <{led['chapter']}-claims>`{scale} | "
                     + " | ".join(_frac(*counts[k]) for k in total) + " |")
     rows.append("| **all chapters** | " + " | ".join(f"**{_frac(*total[k])}**" for k in total) + " |")
     return "\n".join(rows)

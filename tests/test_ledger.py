@@ -185,8 +185,8 @@ def test_ledger_page_counts_each_kind_in_its_own_column(tmp_path):
     (data,) = read_ledgers(tmp_path)
     assert headline_counts(data) == {"paper": (1, 2), "check": (1, 1), "control": (1, 1), "post_hoc": (1, 1)}
     table = summary_markdown([data], {"toy": "A toy | chapter"})
-    assert "| {ref}`A toy \\| chapter <toy-claims>` (quick) | 1 of 2 | 1 of 1 | 1 of 1 | 1 of 1 |" in table
-    assert "| **all chapters** | **1 of 2** |" in table
+    assert "| {ref}`A toy \\| chapter <toy-claims>` | 1/2 | 1/1 | 1/1 | 1/1 |" in table
+    assert "| **all chapters** | **1/2** |" in table
     page = ledger_markdown([data], {"toy": "Toy"})
     assert "**{ref}`Toy <toy-claims>`**: 1 of 2 of the paper's claims hold" in page
     assert ":class: dropdown" not in page  # no notes, no dropdown
