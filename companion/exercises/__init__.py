@@ -77,13 +77,13 @@ class Report:
         """Call the student's ``fn(*args)`` quietly; on an exception return ``None`` and say why.
 
         ``NotImplementedError`` (the stub of a student's notebook) marks the exercise as not done;
-        any other exception becomes a problem naming the call. Numerical warnings the student's code
+        any other exception, or an answer of ``None``, becomes a problem naming the call. Numerical warnings the student's code
         raises are silenced here: the report, not a stray stderr line, explains what went wrong.
         """
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                return fn(*args)
+                value = fn(*args)
         except NotImplementedError:
             self.not_done = True
             name = getattr(fn, "__name__", "your function")
@@ -93,6 +93,20 @@ class Report:
         except Exception as err:  # the student's code may raise anything
             message = f": {err}" if str(err) else ""
             self.check(False, f"raised {type(err).__name__}{message} ({what})")
+            return None
+        if value is None:
+            self.check(False, f"returned None ({what}); did you forget `return`?")
+        return value
+
+    def call_array(self, fn: Callable, *args, what: str) -> np.ndarray | None:
+        """:meth:`call`, with the answer as a float array; ``None`` (and a problem) when it is not one."""
+        got = self.call(fn, *args, what=what)
+        if got is None:
+            return None
+        try:
+            return np.asarray(got, dtype=float)
+        except (TypeError, ValueError):
+            self.check(False, f"returned {type(got).__name__}, not an array of numbers ({what})")
             return None
 
     def __str__(self) -> str:

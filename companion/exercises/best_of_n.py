@@ -20,24 +20,12 @@ from companion.exercises import Report, eq
 __all__ = ["check_estimator", "check_pmf", "check_win_rate_budget"]
 
 
-def _call(report: Report, fn: Callable, *args, what: str):
-    """The student's ``fn(*args)`` as a float array, or ``None`` (the report says why)."""
-    got = report.call(fn, *args, what=what)
-    if got is None:
-        return None
-    try:
-        return np.asarray(got, dtype=float)
-    except (TypeError, ValueError):
-        report.check(False, f"returned {type(got).__name__}, not an array of numbers ({what})")
-        return None
-
-
 def check_estimator(kl_hat: Callable) -> Report:
     """Check ``kl_hat(eps, n)``, eq. (bon-estimator), vectorised over ``eps``."""
     report = Report("Exercise 1 (the estimator)", points=2)
     eps = np.array([1e-3, 0.01, 0.1, 0.3, 0.5, 0.9, 0.999])
     for n in (2, 10, 1000):
-        got = _call(report, kl_hat, eps, n, what=f"eps an array of {eps.size}, n = {n}")
+        got = report.call_array(kl_hat, eps, n, what=f"eps an array of {eps.size}, n = {n}")
         if got is None:
             return report
         if not report.check(got.shape == eps.shape, f"returned shape {got.shape} for {eps.size} values of eps: "
@@ -56,19 +44,19 @@ def check_estimator(kl_hat: Callable) -> Report:
                                 f"{want[i]:.6g}.{hint}")
             return report
         report.check(True, "")
-    one = _call(report, kl_hat, np.array([1.0]), 10, what="eps = 1")
+    one = report.call_array(kl_hat, np.array([1.0]), 10, what="eps = 1")
     if one is not None:
         report.check(bool(np.isfinite(one).all() and abs(one[0]) < 1e-12),
                      f"at eps = 1 you return {one[0]}; it must be exactly 0 (the reference always gives that "
                      "answer, so best-of-n changes nothing). (1 - eps)^n = 0 multiplies log(1 - eps) = -inf: "
                      "treat eps = 1 separately.")
-    tiny = _call(report, kl_hat, np.array([1e-20]), 100, what="eps = 1e-20")
+    tiny = report.call_array(kl_hat, np.array([1e-20]), 100, what="eps = 1e-20")
     if tiny is not None:
         report.check(bool(np.isfinite(tiny).all() and abs(tiny[0] - bon.kl_formula(100)) < 1e-9),
                      f"at eps = 1e-20, n = 100 you return {tiny[0]}; it must approach log n - (n-1)/n = "
                      f"{bon.kl_formula(100):.6f}. In floating point 1 - (1 - eps)^n rounds to 0 and 0 * log 0 is "
                      "nan: compute log (1 - eps)^n with log1p and 1 - (1 - eps)^n with expm1.")
-    n1 = _call(report, kl_hat, eps, 1, what="n = 1")
+    n1 = report.call_array(kl_hat, eps, 1, what="n = 1")
     if n1 is not None:
         report.check(bool(np.allclose(n1, 0.0, atol=1e-12)),
                      "with n = 1 best-of-n is the reference itself, so the estimator must be 0 for every eps; "
@@ -116,7 +104,7 @@ def check_pmf(pmf: Callable) -> Report:
     report = Report("Exercise 2 (ties)", points=2)
     for name, probs, rewards, n in _pmf_cases():
         before = probs.copy()
-        got = _call(report, pmf, probs, rewards, n, what=name)
+        got = report.call_array(pmf, probs, rewards, n, what=name)
         if got is None:
             continue
         if not report.check(np.array_equal(probs, before), f"{name}: your function changed its input probs."):

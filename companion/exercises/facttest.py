@@ -60,15 +60,6 @@ def _index_hints() -> dict[str, str]:
     }
 
 
-def _call(report: Report, fn: Callable, *args, what: str):
-    """``report.call(fn, *args)``; ``None`` when it raised (the report says why) or returned nothing."""
-    before = len(report.problems)
-    value = report.call(fn, *args, what=what)
-    if value is None and len(report.problems) == before:
-        report.check(False, f"returned None ({what}); did you forget `return`?")
-    return value
-
-
 def check_index(index: Callable) -> Report:
     """Check ``index(n0, alpha, delta) -> k_hat``, eq. (facttest-khat) (1-based, n0 + 1 meaning tau = +inf)."""
     report = Report("Exercise 1 (the order-statistic index)", points=2)
@@ -77,7 +68,7 @@ def check_index(index: Callable) -> Report:
     for n0, alpha, delta in _GRID:
         too_few = ft.order_statistic_index(n0, alpha, delta) == n0 + 1
         what = f"index({n0}, {alpha}, {delta})" + (f"; {hints['n0-when-too-few']}" if too_few else "")
-        k = _call(report, index, n0, alpha, delta, what=what)
+        k = report.call(index, n0, alpha, delta, what=what)
         if k is None:
             return report
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
@@ -109,7 +100,7 @@ def check_index(index: Callable) -> Report:
 def _check_decide(report: Report, decide: Callable) -> None:
     scores = np.array([-1.0, -0.5, -0.5, 0.0, 0.3])
     for tau, what in [(-0.5, "a score equal to the threshold"), (math.inf, "tau = +inf"), (-2.0, "a low threshold")]:
-        got = _call(report, decide, scores.copy(), tau, what=f"decide(scores, tau = {tau}): {what}")
+        got = report.call(decide, scores.copy(), tau, what=f"decide(scores, tau = {tau}): {what}")
         if got is None:
             return
         got, want = np.asarray(got), scores > tau
@@ -127,7 +118,7 @@ def _check_decide(report: Report, decide: Callable) -> None:
 
 
 def _check_counterexample(report: Report, tie_counterexample: Callable, alpha: float, delta: float) -> None:
-    law = _call(report, tie_counterexample, what="tie_counterexample()")
+    law = report.call(tie_counterexample, what="tie_counterexample()")
     if law is None:
         return
     if not report.check(isinstance(law, dict) and {"atoms", "probs", "n0"} <= set(law),
@@ -199,7 +190,7 @@ def check_shifted_threshold(threshold: Callable, *, reps: int = 200, seed: int =
     rng = np.random.default_rng(seed)
 
     def call(*args, what: str):
-        tau = _call(report, threshold, *args, what=what)
+        tau = report.call(threshold, *args, what=what)
         if tau is None:
             return None
         try:

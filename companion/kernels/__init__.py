@@ -40,7 +40,7 @@ try:  # Triton ships with torch on Linux; elsewhere the torch references still r
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["INTERPRET", "HAS_TRITON", "BACKENDS", "KERNELS", "triton_runs_on", "select_backend",
+__all__ = ["INTERPRET", "HAS_TRITON", "BACKENDS", "KERNELS", "TunedPlan", "triton_runs_on", "select_backend",
            "check_interpretable", "check_tile", "check_launch_options", "load_benchmark"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"  # read once: it decides how @triton.jit compiles
@@ -150,3 +150,22 @@ def load_benchmark(kernel: str, root: str | Path | None = None) -> list[dict]:
                              f"(expected {{'kernel': '{kernel}', 'records': [...]}})")
         records.extend(data["records"])
     return records
+
+
+class TunedPlan:
+    """What both kernels' prepared plans share: their launch configuration, fixed or autotuned.
+
+    A plan sets ``backend``, ``_config`` (the caller's tiles, or ``None`` to autotune on CUDA) and
+    ``_tuned`` (the autotuner's choice, once it has run).
+    """
+
+    @property
+    def autotuned(self) -> bool:
+        return self.backend == "triton" and self._config is None
+
+    @property
+    def config(self) -> dict | None:
+        if not self.autotuned:
+            return self._config
+        best = self._tuned
+        return None if best is None else {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}

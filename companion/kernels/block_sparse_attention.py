@@ -38,7 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import (INTERPRET, check_interpretable, check_launch_options, check_tile, head_offset, row_offsets,
+from . import (TunedPlan, INTERPRET, check_interpretable, check_launch_options, check_tile, head_offset, row_offsets,
                select_backend)
 
 __all__ = ["block_sparse_attention", "block_sparse_attention_reference", "prepare_block_sparse_attention",
@@ -226,7 +226,7 @@ def block_sparse_attention_reference(q, k, v, block_mask, block_size: int, sm_sc
 
 # --- the prepared launch ---------------------------------------------------------------------------
 
-class BlockSparsePlan:
+class BlockSparsePlan(TunedPlan):
     """What :func:`prepare_block_sparse_attention` decided and built, for one shape, dtype and mask.
 
     ``run(q, k, v)`` attends (tensors of the prepared shape, dtype and device; their values are
@@ -244,17 +244,6 @@ class BlockSparsePlan:
         if backend == "triton":
             B, H, nb = mask4.shape[:3]
             self.kv_idx, self.kv_cnt = block_lut(mask4.reshape(B * H, nb, nb))
-
-    @property
-    def autotuned(self) -> bool:
-        return self.backend == "triton" and self._config is None
-
-    @property
-    def config(self) -> dict | None:
-        if not self.autotuned:
-            return self._config
-        best = self._tuned
-        return None if best is None else {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
 
     def _check_like(self, q, k, v):
         for name, x in (("q", q), ("k", k), ("v", v)):

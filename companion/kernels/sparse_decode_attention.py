@@ -36,7 +36,7 @@ import math
 
 import torch
 
-from . import (HAS_TRITON, INTERPRET, check_interpretable, check_launch_options, check_tile, select_backend)
+from . import (TunedPlan, HAS_TRITON, INTERPRET, check_interpretable, check_launch_options, check_tile, select_backend)
 from companion.validation import as_positive_int
 
 if HAS_TRITON:
@@ -236,7 +236,7 @@ def sparse_decode_attention_reference(q, k, v, offsets, lengths, *, sm_scale=Non
 
 
 # ---------------------------------------------------------------------------------------- launcher
-class SparseDecodePlan:
+class SparseDecodePlan(TunedPlan):
     """What :func:`prepare_sparse_decode_attention` decided and built, for one layout.
 
     ``run(q, k, v)`` attends (tensors of the prepared shapes, dtype and device over the prepared
@@ -256,17 +256,6 @@ class SparseDecodePlan:
             self.offsets = offsets.to(torch.int64).contiguous()
             self.lengths = lengths.to(torch.int32).contiguous()
             self.len_bucket = triton.next_power_of_2(max(int(lengths.max()) if lengths.numel() else 0, 1))
-
-    @property
-    def autotuned(self) -> bool:
-        return self.backend == "triton" and self._config is None
-
-    @property
-    def config(self) -> dict | None:
-        if not self.autotuned:
-            return self._config
-        best = self._tuned
-        return None if best is None else {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
 
     def _check_like(self, q, k, v):
         for name, x, want in (("q", q, self._signature[0]), ("k", k, self._signature[1]), ("v", v, self._signature[1])):
