@@ -1,0 +1,24 @@
+"""FLAIR (Zhu et al., ICML 2025): in-context adaptation of a learned cardinality estimator to
+concept drift, on a real embedded database (DuckDB, or sqlite3 when DuckDB is missing).
+
+* :mod:`.db` -- the backend, the drifting table, range queries, histograms and the AVI estimate;
+* :mod:`.model` -- the task featurisation module, the dynamic decision engine (a tiny
+  prior-data fitted network), its prior and meta-training, the context memory and :class:`FLAIR`;
+* :mod:`.stream` -- q-error metrics, the baselines and the online experiment;
+* :mod:`.train` -- the shipped meta-trained engine (``python -m companion.flair.train``).
+"""
+
+from .db import (DRIFTS, ColumnHistograms, Connection, DriftingTable, RangeQuery, avi_estimate, connect,
+                 draw_rows, parse_explain, sample_concept, sample_queries, to_sql)
+from .model import (D_FEATURES, FLAIR, ContextMemory, DynamicDecisionEngine, TaskFeaturizer, featurize,
+                    fit_tfm, label, meta_train, prior_nll, sample_prior_batch, weighted_mse)
+from .stream import (AVI, EngineEstimate, FineTuned, InContext, KNNContext, Method, Static, decode, gmq,
+                     offline_workload, q_error, run_stream, summarize)
+from .train import load_dde, load_or_train
+
+__all__ = ["DRIFTS", "ColumnHistograms", "Connection", "DriftingTable", "RangeQuery", "avi_estimate",
+           "connect", "draw_rows", "parse_explain", "sample_concept", "sample_queries", "to_sql",
+           "D_FEATURES", "FLAIR", "ContextMemory", "DynamicDecisionEngine", "TaskFeaturizer", "featurize",
+           "fit_tfm", "label", "meta_train", "prior_nll", "sample_prior_batch", "weighted_mse", "AVI",
+           "EngineEstimate", "FineTuned", "InContext", "KNNContext", "Method", "Static", "decode", "gmq",
+           "offline_workload", "q_error", "run_stream", "summarize", "load_dde", "load_or_train"]

@@ -1,0 +1,311 @@
+"""A real embedded database whose data drift, the range queries run against it, and the
+database-side estimates (equi-depth histograms with attribute-value independence, EXPLAIN).
+
+The table ``t(c0, c1, c2, c3)`` holds integers in ``[0, 999]`` drawn from a *concept*: a
+three-component Gaussian mixture whose components have strong, rank-two correlations, so that
+the product of per-column selectivities (what an optimiser assumes) is far from the truth.
+Every true cardinality is a ``COUNT(*)`` executed by the database (DuckDB, or the standard
+library's sqlite3 when DuckDB cannot be imported); a NumPy mirror of the table, re-read after
+each drift event, serves only to draw anchor rows and to cross-check counts.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+
+import numpy as np
+
+from companion.validation import as_choice, as_generator, as_positive_int, as_probability
+
+__all__ = ["N_COLS", "MAX_VALUE", "Connection", "connect", "sample_concept", "draw_rows",
+           "DriftingTable", "RangeQuery", "to_sql", "sample_queries", "parse_explain",
+           "ColumnHistograms", "avi_estimate"]
+
+N_COLS, MAX_VALUE = 4, 999
+DRIFTS = ("insert", "delete", "update")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EST = re.compile(r"~\s*([\d,]+)\s*rows|EC:\s*([\d,]+)", re.IGNORECASE)
+
+
+class Connection:
+    """A database connection and the name of its backend (``"duckdb"`` or ``"sqlite"``)."""
+
+    def __init__(self, raw, backend: str):
+        self.raw, self.backend = raw, backend
+
+    def execute(self, sql: str, params: list | tuple = ()) -> list[tuple]:
+        """Run one statement with bound parameters and return its rows."""
+        cur = self.raw.execute(sql, list(params))
+        return cur.fetchall() if cur.description else []
+
+
+def connect(backend: str = "auto") -> Connection:
+    """An in-memory database: DuckDB, or sqlite3 when ``backend="sqlite"`` or DuckDB is missing."""
+    as_choice(backend, "backend", ("auto", "duckdb", "sqlite"))
+    if backend != "sqlite":
+        try:
+            import duckdb
+        except ImportError:
+            if backend == "duckdb":
+                raise
+        else:
+            raw = duckdb.connect(":memory:")
+            raw.execute("SET threads = 1")  # a tiny table: one thread, no contention
+            return Connection(raw, "duckdb")
+    return Connection(sqlite3.connect(":memory:"), "sqlite")
+
+
+# --- concepts: correlated Gaussian mixtures on [0, 999]^4 ------------------------------------
+
+def sample_concept(rng: np.random.Generator, n_components: int = 3) -> dict:
+    """A random concept: weights pi ~ Dir(2), means ~ U[-1.2, 1.2]^4, covariances D R D.
+
+    R is the correlation matrix of A A^T + 0.05 I with A ~ N(0, 1)^{4x2} (two dominant
+    directions, hence strong pairwise correlations), D = diag(U[0.25, 0.6]).
+    """
+    rng = as_generator(rng)
+    as_positive_int(n_components, "n_components")
+    covs = []
+    for _ in range(n_components):
+        a = rng.standard_normal((N_COLS, 2))
+        s = a @ a.T + 0.05 * np.eye(N_COLS)
+        r = s / np.sqrt(np.outer(np.diag(s), np.diag(s)))
+        d = np.diag(rng.uniform(0.25, 0.6, N_COLS))
+        covs.append(d @ r @ d)
+    return dict(weights=rng.dirichlet(2.0 * np.ones(n_components)),
+                means=rng.uniform(-1.2, 1.2, (n_components, N_COLS)), covs=np.stack(covs))
+
+
+def draw_rows(concept: dict, n: int, rng: np.random.Generator, flip: bool = False) -> np.ndarray:
+    """``n`` rows of a concept, ``c = clip(round(500 + 300 z), 0, 999)``; ``flip`` negates z_0
+    (which flips the sign of every correlation of c0)."""
+    rng = as_generator(rng)
+    n = as_positive_int(n, "n")
+    comp = rng.choice(len(concept["weights"]), size=n, p=concept["weights"])
+    z = np.empty((n, N_COLS))
+    for g in range(len(concept["weights"])):
+        idx = np.flatnonzero(comp == g)
+        z[idx] = rng.multivariate_normal(concept["means"][g], concept["covs"][g], size=idx.size)
+    if flip:
+        z[:, 0] = -z[:, 0]
+    return np.clip(np.round(500 + 300 * z), 0, MAX_VALUE).astype(np.int64)
+
+
+# --- range queries ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RangeQuery:
+    """A conjunction of range predicates ``lo[j] <= c_{cols[j]} <= hi[j]``."""
+
+    cols: tuple[int, ...]
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __post_init__(self):
+        cols = tuple(int(c) for c in self.cols)
+        if not cols or len(set(cols)) != len(cols) or min(cols) < 0 or max(cols) >= N_COLS:
+            raise ValueError(f"cols: expected distinct column indices in [0, {N_COLS - 1}], got {self.cols}")
+        lo, hi = np.asarray(self.lo, dtype=np.int64), np.asarray(self.hi, dtype=np.int64)
+        if lo.shape != (len(cols),) or hi.shape != (len(cols),):
+            raise ValueError(f"lo: expected lo and hi of shape ({len(cols)},), got {lo.shape}, {hi.shape}")
+        if np.any(lo > hi):
+            raise ValueError(f"lo: expected lo <= hi for every predicate, got lo {lo}, hi {hi}")
+        object.__setattr__(self, "cols", cols)
+        object.__setattr__(self, "lo", lo)
+        object.__setattr__(self, "hi", hi)
+
+    def bounds(self) -> np.ndarray:
+        """``[N_COLS, 2]`` bounds, an unconstrained column spanning ``[0, 999]``."""
+        b = np.tile([0, MAX_VALUE], (N_COLS, 1))
+        b[list(self.cols), 0], b[list(self.cols), 1] = self.lo, self.hi
+        return b
+
+    def mask(self, rows: np.ndarray) -> np.ndarray:
+        """Which of ``rows`` ``[N, 4]`` satisfy the query (the NumPy oracle of ``COUNT(*)``)."""
+        keep = np.ones(len(rows), dtype=bool)
+        for c, lo, hi in zip(self.cols, self.lo, self.hi):
+            keep &= (rows[:, c] >= lo) & (rows[:, c] <= hi)
+        return keep
+
+
+def _table_name(table: str) -> str:
+    if not isinstance(table, str) or not _IDENT.match(table):
+        raise ValueError(f"table: expected an SQL identifier such as 't', got {table!r}")
+    return table
+
+
+def to_sql(q: RangeQuery, table: str = "t", select: str = "COUNT(*)") -> tuple[str, list[int]]:
+    """The query as SQL with bound parameters: ``SELECT COUNT(*) FROM t WHERE c0 BETWEEN ? AND ?``."""
+    if not isinstance(q, RangeQuery):
+        raise ValueError(f"q: expected a RangeQuery, got {type(q).__name__}")
+    where = " AND ".join(f"c{c} BETWEEN ? AND ?" for c in q.cols)
+    params = [int(v) for pair in zip(q.lo, q.hi) for v in pair]
+    return f"SELECT {select} FROM {_table_name(table)} WHERE {where}", params
+
+
+def sample_queries(snapshot: np.ndarray, n: int, rng: np.random.Generator) -> list[RangeQuery]:
+    """``n`` range queries around anchor rows of the current table.
+
+    k ~ {1, 2, 3, 4} with probabilities (0.1, 0.3, 0.3, 0.3) columns without replacement;
+    width w = round(1000 LogUniform(0.02, 0.6)); lo = clip(r_c - U w, 0, 999), hi = min(999, lo + w).
+    """
+    snapshot = _rows(snapshot, "snapshot")
+    n, rng = as_positive_int(n, "n"), as_generator(rng)
+    out = []
+    for _ in range(n):
+        k = rng.choice([1, 2, 3, 4], p=[0.1, 0.3, 0.3, 0.3])
+        cols = tuple(sorted(rng.choice(N_COLS, size=k, replace=False)))
+        anchor = snapshot[rng.integers(len(snapshot))]
+        w = np.round(1000 * np.exp(rng.uniform(np.log(0.02), np.log(0.6), k)))
+        lo = np.clip(np.round(anchor[list(cols)] - rng.uniform(0, 1, k) * w), 0, MAX_VALUE)
+        out.append(RangeQuery(cols, lo, np.minimum(MAX_VALUE, lo + w)))
+    return out
+
+
+def _rows(x, name: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.ndim != 2 or arr.shape[1] != N_COLS or len(arr) == 0:
+        raise ValueError(f"{name}: expected a non-empty [N, {N_COLS}] array, got shape {arr.shape}")
+    return arr
+
+
+def parse_explain(text: str) -> float | None:
+    """The first row estimate in an EXPLAIN plan (``~1,234 rows``, ``~1234 Rows``, ``EC: 1234``)."""
+    if not isinstance(text, str):
+        raise ValueError(f"text: expected the plan as a string, got {type(text).__name__}")
+    m = _EST.search(text)
+    return None if m is None else float((m.group(1) or m.group(2)).replace(",", ""))
+
+
+# --- the drifting table -------------------------------------------------------------------
+
+class DriftingTable:
+    """Table ``name(c0..c3)`` in ``con``, filled with ``n_rows`` rows of a random concept.
+
+    :meth:`apply_drift` changes the data as a workload of inserts, deletes or updates would;
+    :meth:`count` runs the real ``COUNT(*)``; :meth:`analyze` plays the database's ANALYZE.
+    """
+
+    def __init__(self, con: Connection, n_rows: int, seed: int, name: str = "t"):
+        if not isinstance(con, Connection):
+            raise ValueError(f"con: expected a Connection from connect(), got {type(con).__name__}")
+        self.con, self.name = con, _table_name(name)
+        self.rng = np.random.default_rng(seed)
+        cols = ", ".join(f"c{c} INTEGER" for c in range(N_COLS))
+        con.execute(f"CREATE TABLE {self.name} ({cols})")
+        self._insert(draw_rows(sample_concept(self.rng), as_positive_int(n_rows, "n_rows"), self.rng))
+        if con.backend == "sqlite":  # without indexes sqlite scans the table for every query
+            for c in range(N_COLS):
+                con.execute(f"CREATE INDEX {self.name}_c{c} ON {self.name}(c{c})")
+        self.refresh()
+
+    def _insert(self, rows: np.ndarray) -> None:
+        if self.con.backend == "duckdb":
+            import pandas as pd
+
+            frame = pd.DataFrame(rows.astype(np.int32), columns=[f"c{c}" for c in range(N_COLS)])
+            self.con.raw.register("new_rows", frame)
+            self.con.execute(f"INSERT INTO {self.name} SELECT * FROM new_rows")
+            self.con.raw.unregister("new_rows")
+        else:
+            self.con.raw.executemany(f"INSERT INTO {self.name} VALUES (?, ?, ?, ?)",
+                                     rows.tolist())
+
+    def refresh(self) -> np.ndarray:
+        """Re-read the NumPy mirror of the table (``SELECT *``)."""
+        self.mirror = np.asarray(self.con.execute(f"SELECT * FROM {self.name}"), dtype=np.int64)
+        return self.mirror
+
+    def snapshot(self) -> np.ndarray:
+        """The table's rows ``[N, 4]`` as of the last drift event."""
+        return self.mirror
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.con.execute(f"SELECT COUNT(*) FROM {self.name}")[0][0])
+
+    def apply_drift(self, kind: str, severity: float) -> int:
+        """One drift event touching about ``severity`` x N rows; returns the rows touched.
+
+        ``insert``: rows of a fresh concept with the sign of c0's correlations flipped;
+        ``delete``: a band of one column's values holding that share of rows;
+        ``update``: ``c2 = (c2 + 350) % 1000`` where c1 is below its ``severity`` quantile.
+        """
+        as_choice(kind, "kind", DRIFTS)
+        severity = as_probability(severity, "severity", high_open=False)
+        n = len(self.mirror)
+        k = max(1, int(round(severity * n)))
+        if kind == "insert":
+            self._insert(draw_rows(sample_concept(self.rng), k, self.rng, flip=True))
+            touched = k
+        elif kind == "delete":
+            c = int(self.rng.integers(N_COLS))
+            values = np.sort(self.mirror[:, c])
+            start = int(self.rng.integers(0, n - k + 1))
+            lo, hi = int(values[start]), int(values[start + k - 1])
+            before = n
+            self.con.execute(f"DELETE FROM {self.name} WHERE c{c} BETWEEN ? AND ?", [lo, hi])
+            touched = before - self.n_rows
+        else:
+            theta = int(np.quantile(self.mirror[:, 1], severity))
+            touched = int(self.con.execute(f"SELECT COUNT(*) FROM {self.name} WHERE c1 < ?",
+                                           [theta])[0][0])
+            self.con.execute(f"UPDATE {self.name} SET c2 = (c2 + 350) % 1000 WHERE c1 < ?", [theta])
+        self.refresh()
+        return touched
+
+    def count(self, q: RangeQuery) -> int:
+        """The true cardinality: ``COUNT(*)`` executed by the database."""
+        sql, params = to_sql(q, self.name)
+        return int(self.con.execute(sql, params)[0][0])
+
+    def engine_estimate(self, q: RangeQuery) -> float | None:
+        """The database's own row estimate from ``EXPLAIN SELECT *`` (DuckDB), ``None`` in sqlite,
+        whose Python API exposes no per-query estimate."""
+        if self.con.backend != "duckdb":
+            return None
+        sql, params = to_sql(q, self.name, select="*")
+        rows = self.con.execute("EXPLAIN " + sql, params)
+        return parse_explain("\n".join(str(r[-1]) for r in rows))
+
+    def analyze(self, bins: int = 64) -> "ColumnHistograms":
+        """Per-column equi-depth histograms of the current table (the database's ANALYZE)."""
+        return ColumnHistograms.fit(self.mirror, bins=bins)
+
+
+# --- the optimiser's estimate: histograms and attribute-value independence -----------------
+
+@dataclass(frozen=True)
+class ColumnHistograms:
+    """Equi-depth histograms: ``edges[c]`` are the ``bins + 1`` quantiles of column c."""
+
+    edges: np.ndarray
+    n_rows: int
+
+    @classmethod
+    def fit(cls, data: np.ndarray, bins: int = 64) -> "ColumnHistograms":
+        data = _rows(data, "data")
+        bins = as_positive_int(bins, "bins")
+        levels = np.linspace(0, 1, bins + 1)
+        return cls(np.stack([np.quantile(data[:, c], levels) for c in range(N_COLS)]), len(data))
+
+    def cdf(self, c: int, v) -> np.ndarray:
+        """Share of column c's values below ``v``, linear within buckets; the outer edges are
+        widened by half a unit because the values are integers (P(X <= v) is cdf(v + 0.5))."""
+        xs = self.edges[c].astype(float).copy()
+        xs[0], xs[-1] = xs[0] - 0.5, xs[-1] + 0.5
+        return np.interp(v, xs, np.linspace(0, 1, len(xs)))
+
+    def selectivity(self, q: RangeQuery) -> np.ndarray:
+        """Per-column selectivities ``[4]`` of the query (1 for an unconstrained column)."""
+        b = q.bounds()
+        return np.array([self.cdf(c, b[c, 1] + 0.5) - self.cdf(c, b[c, 0] - 0.5)
+                         for c in range(N_COLS)]).clip(0, 1)
+
+
+def avi_estimate(q: RangeQuery, hist: ColumnHistograms, n_rows: int | None = None) -> float:
+    """Attribute-value independence: ``N x prod_c sel_c(q)`` (eq. flair-avi)."""
+    n = hist.n_rows if n_rows is None else as_positive_int(n_rows, "n_rows", minimum=0)
+    return float(n * np.prod(hist.selectivity(q)))

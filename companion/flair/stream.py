@@ -1,0 +1,274 @@
+"""The online experiment: a stream of queries against a drifting table, every method predicting
+each query before it runs, and the executed cardinality fed back afterwards.
+
+Methods follow one small protocol (:class:`Method`): ``start_phase(table, hist)`` after each
+drift event (the database has re-run ANALYZE), ``predict(x, q) -> ln(card + 1)``, and
+``observe(x, y)``, the adaptation step, whose wall time is the method's adaptation cost.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from companion.validation import as_choice, as_float_array, as_positive_int, as_probability
+
+from .db import DRIFTS, ColumnHistograms, DriftingTable, RangeQuery, avi_estimate, sample_queries
+from .model import FLAIR, ContextMemory, TaskFeaturizer, featurize, fit_tfm, label
+
+__all__ = ["q_error", "gmq", "summarize", "decode", "Method", "AVI", "EngineEstimate", "Static",
+           "FineTuned", "InContext", "KNNContext", "run_stream", "offline_workload"]
+
+
+# --- metrics -----------------------------------------------------------------------------------
+
+def q_error(pred_card, true_card) -> np.ndarray:
+    """``max(p / t, t / p)`` with both cardinalities clipped at 1 (eq. flair-qerror)."""
+    p = np.maximum(as_float_array(pred_card, "pred_card", low=0), 1.0)
+    t = np.maximum(as_float_array(true_card, "true_card", low=0), 1.0)
+    if p.shape != t.shape:
+        raise ValueError(f"true_card: expected the shape of pred_card {p.shape}, got {t.shape}")
+    return np.maximum(p / t, t / p)
+
+
+def gmq(qe) -> float:
+    """Geometric-mean q-error ``exp(mean ln q)``."""
+    qe = as_float_array(qe, "qe", low=1)
+    return float(np.exp(np.log(qe).mean()))
+
+
+def summarize(qe) -> dict:
+    """GMQ and the 50/75/90/95/99th percentiles and maximum of the q-errors."""
+    qe = as_float_array(qe, "qe", low=1)
+    out = {"GMQ": gmq(qe)}
+    out.update({f"p{p}": float(np.percentile(qe, p)) for p in (50, 75, 90, 95, 99)})
+    out["max"] = float(qe.max())
+    return out
+
+
+def decode(y_hat: float) -> float:
+    """A predicted label back to a cardinality, ``exp(clip(y, 0, 25)) - 1``."""
+    return float(np.expm1(np.clip(y_hat, 0.0, 25.0)))
+
+
+# --- methods -----------------------------------------------------------------------------------
+
+class Method:
+    """The protocol of the stream: override ``predict``; ``observe`` and ``start_phase`` are
+    no-ops for a method that neither adapts nor reads the database.
+
+    :meth:`run_phase` replays one phase in order, each query predicted before its own label
+    is observed; a method may override it with an equivalent batched computation.
+    """
+
+    def start_phase(self, table: DriftingTable, hist: ColumnHistograms) -> None:
+        pass
+
+    def predict(self, x: np.ndarray, q: RangeQuery) -> float:
+        raise NotImplementedError
+
+    def observe(self, x: np.ndarray, y: float) -> None:
+        pass
+
+    def run_phase(self, X: np.ndarray, qs: list[RangeQuery], y: np.ndarray):
+        """Predictions ``[n]`` and the seconds spent predicting and adapting, one query at a time."""
+        preds, infer, adapt = np.empty(len(qs)), 0.0, 0.0
+        for i, (x, q) in enumerate(zip(X, qs)):
+            start = time.perf_counter()
+            preds[i] = self.predict(x, q)
+            mid = time.perf_counter()
+            self.observe(x, float(y[i]))
+            infer, adapt = infer + mid - start, adapt + time.perf_counter() - mid
+        return preds, infer, adapt
+
+
+class AVI(Method):
+    """The optimiser's estimate: histograms and attribute-value independence (eq. flair-avi)."""
+
+    def start_phase(self, table, hist):
+        self.hist = hist
+
+    def predict(self, x, q):
+        return float(np.log1p(avi_estimate(q, self.hist)))
+
+
+class EngineEstimate(Method):
+    """The database's own estimate from EXPLAIN (DuckDB only)."""
+
+    def start_phase(self, table, hist):
+        self.table = table
+
+    def predict(self, x, q):
+        return float(np.log1p(self.table.engine_estimate(q)))
+
+
+class Static(Method):
+    """The TFM with its regression head, trained once on phase 0 and never updated."""
+
+    def __init__(self, tfm: TaskFeaturizer):
+        self.tfm = tfm.eval()
+
+    @torch.no_grad()
+    def predict(self, x, q):
+        dev = next(self.tfm.parameters()).device
+        return float(self.tfm(torch.as_tensor(x[None], dtype=torch.float32, device=dev))[1][0])
+
+
+class FineTuned(Static):
+    """A copy of the static model fine-tuned every ``every`` queries for ``epochs`` epochs on the
+    ``window`` most recent executed queries (all weights, Adam)."""
+
+    def __init__(self, tfm: TaskFeaturizer, every: int = 50, window: int = 200, epochs: int = 10,
+                 lr: float = 1e-3, seed: int = 0):
+        super().__init__(copy.deepcopy(tfm))
+        self.every, self.window = as_positive_int(every, "every"), as_positive_int(window, "window")
+        self.epochs, self.lr, self.seed = as_positive_int(epochs, "epochs"), lr, seed
+        self.xs, self.ys, self.rounds = [], [], 0
+
+    def observe(self, x, y):
+        self.xs.append(x)
+        self.ys.append(y)
+        if len(self.ys) % self.every == 0:
+            self.rounds += 1
+            fit_tfm(self.tfm, np.stack(self.xs[-self.window:]), np.asarray(self.ys[-self.window:]),
+                    epochs=self.epochs, batch=64, lr=self.lr, seed=self.seed + self.rounds,
+                    standardize=False)
+
+
+class InContext(Method):
+    """FLAIR as a stream method; ``freeze_after``: stop pushing after that many queries.
+
+    :meth:`run_phase` evaluates a phase in one batched call of the engine, with for query t
+    exactly the memory :class:`FLAIR` would hold online (the ``m`` pairs before t, oldest
+    first); ``tests/test_flair.py`` checks it against the one-query-at-a-time loop.
+    """
+
+    def __init__(self, flair: FLAIR, freeze_after: int | None = None):
+        self.flair, self.freeze_after, self.seen = flair, freeze_after, 0
+
+    def predict(self, x, q):
+        return self.flair.predict(x)
+
+    def observe(self, x, y):
+        self.seen += 1
+        if self.freeze_after is not None and self.seen > self.freeze_after:
+            self.flair.freeze_memory()
+        self.flair.observe(x, y)
+
+    @torch.no_grad()
+    def run_phase(self, X, qs, y):
+        fl, n = self.flair, len(X)
+        start = time.perf_counter()
+        dev = next(fl.tfm.parameters()).device
+        z, head = fl.tfm(torch.as_tensor(X, dtype=torch.float32, device=dev))
+        Zm, Ym = (torch.as_tensor(a, device=dev) for a in fl.memory.arrays())
+        yt = torch.as_tensor(y, dtype=torch.float32, device=dev)
+        m, k = fl.memory.capacity, len(Ym)
+        # the online memory before each query: pushes stop once the method is frozen
+        pushes = n if self.freeze_after is None else max(0, min(n, self.freeze_after - self.seen))
+        pushes = 0 if fl.frozen else pushes
+        Z_all, Y_all = torch.cat([Zm, z[:pushes]]), torch.cat([Ym, yt[:pushes]])
+        ends = k + np.minimum(np.arange(n), pushes)  # pairs in the queue before query t
+        preds = head.clone()
+        full = ends >= m
+        if full.any():
+            idx = torch.as_tensor(ends[full][:, None] - m + np.arange(m), device=dev)
+            mean, _ = fl.dde(Z_all[idx], Y_all[idx], z[torch.as_tensor(full, device=dev)][:, None])
+            preds[torch.as_tensor(full, device=dev)] = mean[:, 0]
+        infer = time.perf_counter() - start
+        start = time.perf_counter()
+        for i in range(pushes):
+            fl.memory.push(z[i].cpu().numpy(), float(y[i]))
+        self.seen += n
+        if self.freeze_after is not None and self.seen >= self.freeze_after:
+            fl.freeze_memory()
+        return preds.cpu().numpy().astype(float), infer, time.perf_counter() - start
+
+
+class KNNContext(Method):
+    """Mean label of the ``k`` nearest pairs (Euclidean in z) of a FIFO memory, head until full."""
+
+    def __init__(self, tfm: TaskFeaturizer, capacity: int = 80, k: int = 5):
+        self.tfm, self.k = tfm.eval(), as_positive_int(k, "k")
+        self.memory = ContextMemory(capacity, tfm.d_z)
+
+    @torch.no_grad()
+    def _z(self, x):
+        dev = next(self.tfm.parameters()).device
+        z, y = self.tfm(torch.as_tensor(x[None], dtype=torch.float32, device=dev))
+        return z[0].cpu().numpy(), float(y[0])
+
+    def predict(self, x, q):
+        z, y_head = self._z(x)
+        if not self.memory.full:
+            return y_head
+        Z, Y = self.memory.arrays()
+        nearest = np.argsort(((Z - z) ** 2).sum(1))[: self.k]
+        return float(Y[nearest].mean())
+
+    def observe(self, x, y):
+        self.memory.push(self._z(x)[0], y)
+
+
+# --- the experiment -------------------------------------------------------------------------------
+
+def offline_workload(table: DriftingTable, n: int, seed: int):
+    """``n`` queries on the current table, executed: features ``[n, 13]``, labels, queries."""
+    qs = sample_queries(table.snapshot(), as_positive_int(n, "n"), np.random.default_rng(seed))
+    hist = table.analyze()
+    y = label([table.count(q) for q in qs])
+    return featurize(qs, hist, table.n_rows), y, qs
+
+
+def run_stream(table: DriftingTable, methods: dict[str, Method], phases: int = 6, per_phase: int = 200,
+               drift: tuple[str, ...] = DRIFTS, severity: float = 0.4, seed: int = 0,
+               refresh_stats: bool = True, progress=None) -> pd.DataFrame:
+    """Run the online experiment and return one row per (query, method).
+
+    Phase 0 runs on the table as trained on; before each later phase one drift event of
+    ``drift`` (cycled) touches ``severity`` x N rows. Each query is featurised with the
+    current statistics, every method predicts it, the database executes it, and only then
+    does every method observe its label. ``refresh_stats=False`` keeps the phase-0 histograms
+    (stale statistics). Columns: t, phase, drift, method, true_card, pred_card, qerr, and
+    infer_s, adapt_s (each method's seconds per query in that phase).
+    """
+    if not isinstance(methods, dict) or not methods:
+        raise ValueError("methods: expected a non-empty dict {name: Method}")
+    phases, per_phase = as_positive_int(phases, "phases"), as_positive_int(per_phase, "per_phase")
+    for kind in drift:
+        as_choice(kind, "drift", DRIFTS)
+    severity = as_probability(severity, "severity", high_open=False)
+    rng = np.random.default_rng(seed)
+    rows, t = [], 0
+    hist = table.analyze()
+    it = range(phases)
+    for phase in (progress(it) if progress else it):
+        event = "none"
+        if phase > 0:
+            event = drift[(phase - 1) % len(drift)]
+            table.apply_drift(event, severity)
+            if refresh_stats:
+                hist = table.analyze()
+        n_rows = table.n_rows
+        for m in methods.values():
+            m.start_phase(table, hist)
+        qs = sample_queries(table.snapshot(), per_phase, rng)
+        X = featurize(qs, hist, n_rows)
+        # the data do not change within a phase, so the counts can run first; every method
+        # still predicts query i before it observes the label of query i
+        true = np.array([table.count(q) for q in qs])
+        y = label(true)
+        for name, m in methods.items():
+            preds, infer, adapt = m.run_phase(X, qs, y)
+            card = np.expm1(np.clip(preds, 0.0, 25.0))
+            qe = q_error(card, true)
+            for i in range(len(qs)):
+                rows.append((t + i, phase, event, name, int(true[i]), float(card[i]), float(qe[i]),
+                             infer / len(qs), adapt / len(qs)))
+        t += len(qs)
+    return pd.DataFrame(rows, columns=["t", "phase", "drift", "method", "true_card", "pred_card",
+                                       "qerr", "infer_s", "adapt_s"])
