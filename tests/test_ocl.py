@@ -1,0 +1,246 @@
+"""companion.ocl: views, losses, encoder, FLOP counts, renderer, probes, bad input."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from companion.ocl import (MAE, OCL, SimCLR, TinyViT, augment, count_flops, few_shot_split,
+                           keep_count, linear_probe, mae_loss, nt_xent, occlusion_views,
+                           ocl_loss, render_glyphs, sincos_pos_embed_2d, tsp_similarity)
+from companion.ocl.budget import steps_for_flops, train_for_flops
+from companion.ocl.glyphs import TEST_FONTS, TRAIN_FONTS
+
+torch.set_num_threads(1)
+
+
+def test_keep_count_rounds_down_to_even():
+    assert keep_count(64, 0.75) == 16
+    assert keep_count(196, 0.9) == 18  # the paper's ViT/16 at 224: 9 patches per view
+    assert keep_count(10, 0.5) == 4  # floor(5) = 5 is odd -> 4
+    assert keep_count(64, 0.9) == 6
+
+
+@pytest.mark.parametrize("ratio", [-0.1, 1.0, 1.5, 0.99])
+def test_keep_count_refuses_bad_ratios(ratio):
+    with pytest.raises(ValueError, match="mask_ratio"):
+        keep_count(64, ratio)
+
+
+def test_views_are_disjoint_halves_of_one_permutation():
+    tokens = torch.randn(5, 64, 8)
+    g = torch.Generator().manual_seed(3)
+    va, vb, ia, ib = occlusion_views(tokens, 0.75, g)
+    assert va.shape == vb.shape == (5, 8, 8) and ia.shape == ib.shape == (5, 8)
+    for b in range(5):
+        both = torch.cat([ia[b], ib[b]])
+        assert len(set(both.tolist())) == 16  # unique within a view and disjoint across views
+        assert torch.equal(va[b], tokens[b, ia[b]]) and torch.equal(vb[b], tokens[b, ib[b]])
+    # the reference: argsort of the same noise, first K survive, split in two halves
+    noise = torch.rand(5, 64, generator=torch.Generator().manual_seed(3))
+    keep = noise.argsort(1)[:, :16]
+    assert torch.equal(ia, keep[:, :8]) and torch.equal(ib, keep[:, 8:])
+    assert not torch.equal(ia[0], ia[1])  # one permutation per sample
+
+
+def test_views_are_seeded():
+    tokens = torch.randn(3, 64, 4)
+    one = occlusion_views(tokens, 0.5, torch.Generator().manual_seed(1))[2]
+    two = occlusion_views(tokens, 0.5, torch.Generator().manual_seed(1))[2]
+    assert torch.equal(one, two)
+
+
+def test_views_refuse_bad_tokens():
+    with pytest.raises(ValueError, match="tokens"):
+        occlusion_views(torch.randn(64, 8), 0.75)
+    with pytest.raises(ValueError, match="tokens"):
+        occlusion_views(torch.randn(0, 64, 8), 0.75)
+    with pytest.raises(ValueError, match="mask_ratio"):
+        occlusion_views(torch.randn(2, 4, 8), 0.9)  # keeps 0 tokens
+
+
+def test_tsp_similarity_endpoints_monotone_and_slope_ratio():
+    s = torch.linspace(-1, 1, 201, dtype=torch.float64)
+    psi = tsp_similarity(s, 1 / 64)
+    assert psi[0] == 0 and psi[-1] == 1
+    assert torch.all(psi.diff() > 0)
+    slope = torch.autograd.functional.jacobian(lambda t: tsp_similarity(t, 1 / 64),
+                                               torch.tensor([1.0, -1.0], dtype=torch.float64))
+    assert slope[0, 0] / slope[1, 1] == pytest.approx((1 + 2 / 64) ** 2, rel=1e-9)
+
+
+def test_ocl_loss_with_kappa_zero_is_infonce_at_twice_tau():
+    g = torch.Generator().manual_seed(0)
+    za, zb = torch.randn(7, 5, generator=g), torch.randn(7, 5, generator=g)
+    tau = 0.07
+    # brute force: symmetric cross-entropy of cosine / (2 tau), written with explicit sums
+    cos = torch.tensor([[float(F.cosine_similarity(za[i], zb[j], dim=0)) for j in range(7)]
+                        for i in range(7)])
+    def ce(m):
+        m = m.tolist()
+        return sum(-m[i][i] + math.log(sum(math.exp(v) for v in m[i])) for i in range(7)) / 7
+    want = 0.5 * (ce(cos / (2 * tau)) + ce(cos.T / (2 * tau)))
+    assert float(ocl_loss(za, zb, kappa=0.0, tau=tau)) == pytest.approx(want, abs=1e-5)
+
+
+def test_ocl_loss_symmetric_and_scale_free():
+    g = torch.Generator().manual_seed(1)
+    za, zb = torch.randn(6, 4, generator=g), torch.randn(6, 4, generator=g)
+    assert float(ocl_loss(za, zb)) == pytest.approx(float(ocl_loss(zb, za)), abs=1e-6)
+    assert float(ocl_loss(3 * za, zb)) == pytest.approx(float(ocl_loss(za, zb)), abs=1e-5)
+
+
+def test_losses_refuse_bad_input():
+    z = torch.randn(4, 3)
+    with pytest.raises(ValueError, match="z_a"):
+        ocl_loss(z[:1], z[:1])  # no negatives
+    with pytest.raises(ValueError, match="z_b"):
+        ocl_loss(z, torch.randn(4, 2))
+    with pytest.raises(ValueError, match="z_a"):
+        ocl_loss(torch.full((4, 3), float("nan")), z)
+    with pytest.raises(ValueError, match="tau"):
+        ocl_loss(z, z, tau=0)
+    with pytest.raises(ValueError, match="kappa"):
+        tsp_similarity(torch.zeros(2), kappa=-1)
+    with pytest.raises(ValueError, match="mask"):
+        mae_loss(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.zeros(2, 3))
+
+
+def test_nt_xent_matches_a_brute_force_count():
+    g = torch.Generator().manual_seed(2)
+    p1, p2 = torch.randn(3, 4, generator=g), torch.randn(3, 4, generator=g)
+    z = F.normalize(torch.cat([p1, p2]), dim=1)
+    total = 0.0
+    for i in range(6):
+        pos = (i + 3) % 6
+        others = [math.exp(float(z[i] @ z[j]) / 0.2) for j in range(6) if j != i]
+        total += -float(z[i] @ z[pos]) / 0.2 + math.log(sum(others))
+    assert float(nt_xent(p1, p2, 0.2)) == pytest.approx(total / 6, abs=1e-5)
+
+
+def test_mae_loss_counts_masked_patches_only():
+    pred, target = torch.zeros(1, 2, 2), torch.tensor([[[1.0, 1.0], [5.0, 5.0]]])
+    assert float(mae_loss(pred, target, torch.tensor([[1.0, 0.0]]))) == pytest.approx(1.0)
+
+
+def test_sincos_positions():
+    pos = sincos_pos_embed_2d(8, 4)
+    assert pos.shape == (16, 8)
+    assert torch.allclose(pos[0], torch.tensor([0.0, 0, 1, 1, 0, 0, 1, 1]))
+    assert len({tuple(r.tolist()) for r in pos.round(decimals=5)}) == 16
+    with pytest.raises(ValueError, match="dim"):
+        sincos_pos_embed_2d(6, 4)
+
+
+def test_vit_takes_any_token_subset_and_adds_one_cls():
+    vit = TinyViT()
+    x = torch.rand(2, 1, 16, 16)
+    t = vit.tokens(x)
+    assert t.shape == (2, 64, 48)
+    for n in (1, 3, 64):
+        assert vit.encode(t[:, :n]).shape == (2, n + 1, 48)
+    assert vit.features(x, "mean").shape == (2, 48)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (torch.rand(2, 16, 16), r"\[B,1,H,W\]"),
+    (torch.rand(2, 3, 16, 16), r"\[B,1,H,W\]"),
+    (torch.rand(2, 1, 15, 15), "divisible"),
+    (torch.full((2, 1, 16, 16), float("nan")), "finite"),
+    (torch.rand(0, 1, 16, 16), "empty"),
+])
+def test_vit_refuses_bad_images(bad, match):
+    with pytest.raises(ValueError, match=match):
+        TinyViT().tokens(bad)
+
+
+def test_vit_refuses_bad_settings():
+    with pytest.raises(ValueError, match="patch"):
+        TinyViT(img_size=16, patch=3)
+    with pytest.raises(ValueError, match="pool"):
+        TinyViT().features(torch.rand(1, 1, 16, 16), pool="max")
+
+
+def _vit_forward_flops(n, D=48, depth=3, hidden=96):
+    """Analytic FLOPs of the encoder's blocks on n tokens (2 per multiply-add)."""
+    return depth * (2 * n * (3 * D * D + D * D + 2 * D * hidden) + 2 * 2 * n * n * D)
+
+
+def test_flop_counts_order_and_analytic_ratio():
+    torch.manual_seed(0)
+    f = {name: m.flops_per_step(64) for name, m in
+         [("ocl", OCL(TinyViT(), 0.75)), ("ocl90", OCL(TinyViT(), 0.9)),
+          ("mae", MAE(TinyViT(), 0.75)), ("simclr", SimCLR(TinyViT()))]}
+    assert f["ocl"] < f["mae"] < f["simclr"]
+    assert f["ocl90"] < f["ocl"]
+    # the encoder sees 2 x (8 + 1) tokens per image in OCL, 2 x 65 in SimCLR
+    analytic = _vit_forward_flops(9) * 2 / (_vit_forward_flops(65) * 2)
+    assert f["ocl"] / f["simclr"] == pytest.approx(analytic, rel=0.15)
+
+
+def test_flop_counter_sees_an_all_token_encoder():
+    vit = TinyViT()
+    t = vit.tokens(torch.rand(4, 1, 16, 16)).detach()
+    assert count_flops(vit.encode, t) == pytest.approx(4 * _vit_forward_flops(65), rel=0.02)
+    assert count_flops(vit.encode, t[:, :8]) == pytest.approx(4 * _vit_forward_flops(9), rel=0.02)
+
+
+def test_augment_keeps_shape_and_range_and_is_seeded():
+    x = torch.rand(4, 1, 16, 16)
+    a = augment(x, torch.Generator().manual_seed(0))
+    b = augment(x, torch.Generator().manual_seed(0))
+    assert a.shape == x.shape and torch.equal(a, b) and a.min() >= 0 and a.max() <= 1
+    assert not torch.equal(a, x)
+
+
+def test_glyphs_render_every_pair_seeded():
+    fonts = list(TRAIN_FONTS + TEST_FONTS)
+    x, y, f = render_glyphs(fonts=fonts, n_variants=1, clutter_p=0.0)
+    assert x.shape == (36 * len(fonts), 1, 16, 16) and x.dtype == torch.float32
+    assert y.dtype == torch.int64 and f.dtype == torch.int64
+    assert float(x.amax((1, 2, 3)).min()) > 0.4  # every (char, font) pair draws a glyph
+    x2, _, _ = render_glyphs("A", ["cmr10"], 2, seed=5)
+    x3, _, _ = render_glyphs("A", ["cmr10"], 2, seed=5)
+    assert torch.equal(x2, x3)
+    assert torch.equal(x2[0], render_glyphs("AB", ["cmr10", "cmb10"], 2, seed=5)[0][0])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(chars=""), "chars"), (dict(chars="AA"), "chars"), (dict(fonts=["Arial"]), "fonts"),
+    (dict(n_variants=0), "n_variants"), (dict(clutter_p=2.0), "clutter_p"),
+])
+def test_glyphs_refuse_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        render_glyphs(**kwargs)
+
+
+def test_linear_probe_separates_and_refuses_bad_input():
+    g = torch.Generator().manual_seed(0)
+    y = torch.arange(3).repeat_interleave(20)
+    f = torch.randn(60, 5, generator=g) * 0.1 + F.one_hot(y, 5).float()
+    assert linear_probe(f[::2], y[::2], f[1::2], y[1::2]) == 1.0
+    with pytest.raises(ValueError, match="f_tr"):
+        linear_probe(f[:0], y[:0], f, y)
+    with pytest.raises(ValueError, match="f_te"):
+        linear_probe(f, y, f[:, :3], y)
+    with pytest.raises(ValueError, match="y_tr"):
+        linear_probe(f, y[:5], f, y)
+    idx = few_shot_split(y, 4)
+    assert len(idx) == 12 and torch.bincount(y[idx]).tolist() == [4, 4, 4]
+    with pytest.raises(ValueError, match="shots"):
+        few_shot_split(y, 21)
+
+
+def test_training_is_seeded_and_snapshots():
+    pool = torch.rand(32, 1, 16, 16)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        method = OCL(TinyViT(dim=16, depth=1, heads=2), 0.75)
+        runs.append(train_for_flops(method, pool, 3, batch=16, seed=0, snapshot_steps=[1]))
+    assert runs[0].loss == runs[1].loss and len(runs[0].loss) == 3
+    assert sorted(runs[0].snapshots) == [runs[0].flops_per_step, 3 * runs[0].flops_per_step]
+    assert steps_for_flops(10, 3) == 3
+    with pytest.raises(ValueError, match="pool"):
+        train_for_flops(method, pool[:4], 1, batch=16)
