@@ -36,7 +36,7 @@ MODELS = ("implicit", "explicit-tsf", "explicit-mlp", "explicit-known", "known-l
 VALID = dict(n_tasks=1000, n=16, m=8, seed=4321)  # the training log's validation tasks
 RECIPES = {
     # one 1-D linear-regression family (noise 0.1); layers: implicit L, explicit L/2 + L/2
-    "quick": dict(seeds=(0, 1, 2), steps=2500, batch_size=32, n_range=(8, 24), m=8, lr=1e-3,
+    "quick": dict(seeds=(0,), steps=2000, batch_size=32, n_range=(8, 24), m=8, lr=1e-3,
                   noise=0.1, model=dict(d_model=32, n_heads=4, d_ff=64, layers=4,
                                         mlp_hidden=128)),
     "full": dict(seeds=(0, 1, 2), steps=7000, batch_size=128, n_range=(16, 128), m=32,
@@ -184,7 +184,13 @@ def main(argv: list[str] | None = None) -> int:
         recipe["steps"] = args.steps
     torch.set_num_threads(1)
     start = time.perf_counter()
-    suite, histories = train_suite(recipe)
+
+    def log(jobs):  # one line per trained model, for the training log
+        for job in jobs:
+            yield job
+            print(f"seed {job[0]} {job[1]}: {time.perf_counter() - start:.0f} s", flush=True)
+
+    suite, histories = train_suite(recipe, progress=log)
     meta = provenance(
         command="python -m companion.icl_latents.train "
         + " ".join(argv if argv is not None else sys.argv[1:]),
