@@ -1,0 +1,148 @@
+"""The chapter's experiment: one seed's data, f_r and generator, and every method at any gamma,
+with the same LoRA rank, steps, batch and head recipe for all of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ._checks import N_CAPTIONS, as_batch, as_int, as_nonneg
+from .data import Split, load_digits_splits
+from .generator import PCAGaussGenerator
+from .metrics import caption_accuracy, centroid_gap, domain_classifier_accuracy, paired_cosine
+from .models import checksum
+from .train import METHODS, finetune_naive, pair_partners, pretrain_real_encoder, train_gmail, train_head
+
+__all__ = ["Budget", "Experiment"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Sizes and steps shared by every method (quick scale by default)."""
+
+    n_gen: int = 60  # generated images per caption
+    n_heldout: int = 10  # held-out generated images per caption, to measure the gap
+    fr_epochs: int = 60
+    lora_steps: int = 200
+    head_steps: int = 150
+    batch: int = 64
+    lr: float = 1e-3
+    rank: int = 4
+    n_down: int = 3
+
+
+class Experiment:
+    """One seed: splits, f_r pre-trained on P, the generator fitted on G, generated images for
+    every caption (the same draws at every gamma; only the fingerprint changes), and held-out
+    generated/real test pairs for the gap."""
+
+    def __init__(self, seed: int, text_bank: torch.Tensor, budget: Budget = Budget(), device="cpu"):
+        self.seed, self.budget = as_int(seed, "seed", minimum=0), budget
+        self.text_bank = as_batch(text_bank, "text_bank").to(device)
+        if len(self.text_bank) != N_CAPTIONS:
+            raise ValueError(f"text_bank: expected {N_CAPTIONS} caption embeddings, got {len(self.text_bank)}")
+        self.splits = load_digits_splits(self.seed, n_down=budget.n_down).to(device)
+        P, G = self.splits.P, self.splits.G
+        self.f_r = pretrain_real_encoder(P, self.text_bank, epochs=budget.fr_epochs, seed=self.seed)
+        self.f_r_checksum = checksum(self.f_r)
+        self.generator = PCAGaussGenerator().fit(G.x, G.y, G.cap, self.splits.thresholds)
+        caps = torch.arange(N_CAPTIONS, device=device)
+        self.cap_gen = caps.repeat_interleave(budget.n_gen)
+        self.x_clean = self.generator.sample_clean(self.cap_gen, seed=self.seed)
+        self.cap_held = caps.repeat_interleave(budget.n_heldout)
+        self.x_held_clean = self.generator.sample_clean(self.cap_held, seed=10_000 + self.seed)
+        gen = torch.Generator().manual_seed(self.seed)
+        self.held_partner = self.splits.T.x[pair_partners(self.cap_held, self.splits.T.cap, gen)]
+        self.pool = Split(torch.cat([P.x, self.splits.D.x]), torch.cat([P.y, self.splits.D.y]),
+                          torch.cat([P.cap, self.splits.D.cap]))
+        self._duals: dict = {}
+        self._before: dict = {}
+
+    def generated(self, gamma: float) -> torch.Tensor:
+        """The generated training images at fingerprint strength ``gamma``."""
+        return self.generator.stamp(self.x_clean, self.cap_gen, as_nonneg(gamma, "gamma"))
+
+    def heldout(self, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Held-out generated images and, for each, a real test image with the same caption."""
+        return self.generator.stamp(self.x_held_clean, self.cap_held, as_nonneg(gamma, "gamma")), self.held_partner
+
+    def encoder(self, method: str, gamma: float, **gmail_kwargs):
+        """The trained (cached) LoRA encoder of ``method``: ``mix-ft``, ``gmail`` or ``gmail+txt``;
+        ``gmail_kwargs`` (e.g. ``monitor``, ``mode``) reach :func:`train_gmail`."""
+        key = (method, float(gamma), gmail_kwargs.get("mode", "multi"))
+        if key in self._duals and "monitor" not in gmail_kwargs:
+            return self._duals[key]
+        b, D, x_g = self.budget, self.splits.D, self.generated(gamma)
+        common = dict(steps=b.lora_steps, batch=b.batch, lr=b.lr, rank=b.rank, seed=self.seed)
+        if method == "mix-ft":
+            enc = finetune_naive(self.f_r, torch.cat([D.x, x_g]), torch.cat([D.cap, self.cap_gen]),
+                                 self.text_bank, **common)
+        elif method in ("gmail", "gmail+txt"):
+            enc = train_gmail(self.f_r, x_g, self.cap_gen, self.pool.x, self.pool.cap, text_bank=self.text_bank,
+                              lam_txt=1.0 if method == "gmail+txt" else 0.0, **common, **gmail_kwargs)
+        else:
+            raise ValueError(f"method: expected 'mix-ft', 'gmail' or 'gmail+txt', got {method!r}")
+        self._duals[key] = enc
+        return enc
+
+    def head_data(self, method: str, gamma: float, **gmail_kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        """The embeddings and caption ids the head of ``method`` is trained on (Algorithm 1, line 11)."""
+        D, f_r = self.splits.D, self.f_r
+        if method == "oracle":
+            return f_r(self.pool.x), self.pool.cap
+        if method != "mix-ft" and len(D.x) == 0:
+            raise ValueError("n_down: no real downstream data (n_down=0); the head of a method needs f_r(D)")
+        if method == "real":
+            return f_r(D.x), D.cap
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+        x_g = self.generated(gamma)
+        enc = None if method == "mix-frozen" else self.encoder(method, gamma, **gmail_kwargs)
+        with torch.no_grad():
+            if method == "mix-frozen":
+                z_g, z_d = f_r(x_g), f_r(D.x)
+            elif method == "mix-ft":
+                z_g = enc.embed_gen(x_g)
+                z_d = enc.embed_gen(D.x) if len(D.x) else z_g[:0]
+            else:  # GMAIL: generated through f_g, real through f_r
+                z_g, z_d = enc.embed_gen(x_g), f_r(D.x)
+        return torch.cat([z_d, z_g]), torch.cat([D.cap, self.cap_gen])
+
+    def test_embeddings(self, method: str, gamma: float) -> torch.Tensor:
+        """Real test images through the real path: f_r (Reading A), or E' for naive fine-tuning."""
+        with torch.no_grad():
+            if method == "mix-ft":
+                return self.encoder(method, gamma).embed_gen(self.splits.T.x)
+            return self.f_r(self.splits.T.x)
+
+    def run(self, method: str, gamma: float, **gmail_kwargs) -> float:
+        """Real-test caption accuracy of ``method`` at fingerprint strength ``gamma``."""
+        if method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+        z, cap = self.head_data(method, gamma, **gmail_kwargs)
+        head = train_head(z, cap, self.text_bank, steps=self.budget.head_steps, batch=self.budget.batch,
+                          lr=self.budget.lr, seed=self.seed)
+        return caption_accuracy(head, self.test_embeddings(method, gamma), self.splits.T.cap, self.text_bank)
+
+    def gap(self, gamma: float, encoder=None) -> dict:
+        """Paired cosine and domain-classifier accuracy on held-out pairs, through f_r for both
+        (before alignment) and through f_g for the generated side (after), if ``encoder`` is given."""
+        x_g, x_r = self.heldout(gamma)
+        with torch.no_grad():
+            z_r, z_g = self.f_r(x_r), self.f_r(x_g)
+            if float(gamma) not in self._before:
+                self._before[float(gamma)] = {"cos_before": paired_cosine(z_g, z_r),
+                                              "domain_before": domain_classifier_accuracy(z_r, z_g, seed=self.seed)}
+            out = dict(self._before[float(gamma)])
+            if encoder is not None:
+                z_a = encoder.embed_gen(x_g)
+                out |= {"cos_after": paired_cosine(z_a, z_r),
+                        "domain_after": domain_classifier_accuracy(z_r, z_a, seed=self.seed),
+                        "domain_after_centered": domain_classifier_accuracy(z_r, z_a, seed=self.seed, center=True),
+                        "offset_after": centroid_gap(z_r, z_a)}
+        return out
+
+    def f_r_unchanged(self) -> bool:
+        """Whether every parameter and buffer of f_r is bit-identical to what pre-training left."""
+        return checksum(self.f_r) == self.f_r_checksum
