@@ -1,0 +1,102 @@
+"""Prototype-based world-model retrieval from the agent's own trajectory (eq. (wormi-retrieve))."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.cluster import KMeans
+
+from .minihome import A, F, check_actions, check_states
+
+P = F + A + F  # width of an abstract transition
+
+
+def abstract_transition(s, a, s_next) -> np.ndarray:
+    """``phi(s, a, s') = [s, onehot(a), s' - s]`` ``(B, 2F + A)``, eq. (wormi-phi)."""
+    s, s_next = check_states(s), check_states(s_next)
+    if s.shape != s_next.shape:
+        raise ValueError(f"s_next: expected the shape of s {s.shape}, got {s_next.shape}")
+    a = check_actions(a, len(s))
+    onehot = np.eye(A, dtype=np.float32)[a]
+    return np.concatenate([s, onehot, s_next.astype(np.float32) - s], 1).astype(np.float32)
+
+
+class PrototypeIndex:
+    """Prototypes ``P_j`` of every world model's data, and the trajectory score ``dist_j``.
+
+    ``fit`` keeps each world's distinct abstract transitions, or ``k`` k-means centroids of them
+    when there are more. ``distances(phi)`` gives, for transitions ``(B, P)``, the squared
+    distance to each world's nearest prototype ``(B, N)``; a trajectory's score is their mean
+    over its steps, and :meth:`topk` keeps the ``K`` worlds with the lowest scores.
+    """
+
+    def __init__(self, prototypes: list[np.ndarray]):
+        if not prototypes or any(p.ndim != 2 or p.shape[1] != P or len(p) == 0 for p in prototypes):
+            raise ValueError(f"prototypes: expected a non-empty list of (k_j, {P}) arrays")
+        self.prototypes = [np.asarray(p, dtype=np.float32) for p in prototypes]
+        self._all = np.concatenate(self.prototypes)
+        self._starts = np.cumsum([0] + [len(p) for p in prototypes[:-1]])
+
+    @classmethod
+    def fit(cls, phis_per_model: list[np.ndarray], k: int = 256, seed: int = 0) -> "PrototypeIndex":
+        protos = []
+        for j, phi in enumerate(phis_per_model):
+            phi = np.asarray(phi, dtype=np.float32)
+            if phi.ndim != 2 or phi.shape[1] != P:
+                raise ValueError(f"phis_per_model[{j}]: expected shape (n, {P}), got {phi.shape}")
+            unique = np.unique(phi, axis=0)
+            if len(unique) > k:
+                unique = KMeans(k, n_init=1, random_state=seed).fit(unique).cluster_centers_
+            protos.append(unique)
+        return cls(protos)
+
+    def __len__(self) -> int:
+        return len(self.prototypes)
+
+    def distances(self, phi: np.ndarray) -> np.ndarray:
+        """``min_p ||phi_i - p||^2`` for every transition and world ``(B, N)``."""
+        phi = np.asarray(phi, dtype=np.float32)
+        if phi.ndim != 2 or phi.shape[1] != P:
+            raise ValueError(f"phi: expected shape (B, {P}), got {phi.shape}")
+        d2 = (phi**2).sum(1)[:, None] - 2 * phi @ self._all.T + (self._all**2).sum(1)[None]
+        return np.minimum.reduceat(np.maximum(d2, 0), self._starts, axis=1)
+
+    def score(self, traj_phi: np.ndarray) -> np.ndarray:
+        """``dist_j(tau)`` ``(N,)`` for one trajectory ``(t, P)`` (lower = better)."""
+        traj_phi = np.asarray(traj_phi, dtype=np.float32)
+        if traj_phi.ndim != 2 or traj_phi.shape[1] != P:
+            raise ValueError(f"traj_phi: expected shape (t, {P}), got {traj_phi.shape}")
+        if len(traj_phi) == 0:
+            return np.zeros(len(self), dtype=np.float32)
+        return self.distances(traj_phi).mean(0)
+
+    def topk(self, traj_phi: np.ndarray, K: int, cover: bool = True) -> list[int]:
+        """The ``K`` worlds that best explain one trajectory (:func:`retrieve`); ``[]`` before the
+        first transition (nothing implanted)."""
+        if len(traj_phi) == 0:
+            return []
+        return [int(j) for j in retrieve(self.distances(np.asarray(traj_phi))[None], K, cover=cover)[0]]
+
+
+def retrieve(dist: np.ndarray, K: int, excluded: np.ndarray | None = None, cover: bool = True) -> np.ndarray:
+    """The retrieved worlds ``J_t`` ``(B, K)`` from per-step distances ``dist`` ``(B, t, N)``.
+
+    The first world minimises ``dist_j`` of eq. (wormi-retrieve). With ``cover`` each next world
+    minimises the same score for the *set* chosen so far, ``mean_i min_{j in J} d_ij``: it is the
+    world that best explains the steps the others do not (plain top-K, ``cover=False``, tends to
+    retrieve several worlds that know the same rule). ``excluded`` ``(B, N)`` worlds are never picked.
+    """
+    B, t, N = dist.shape
+    if not 1 <= K <= N:
+        raise ValueError(f"K: expected 1 <= K <= {N} (the library's size), got {K}")
+    blocked = np.zeros((B, N), dtype=bool) if excluded is None else excluded.copy()
+    if not cover:
+        score = np.where(blocked, np.inf, dist.mean(1))
+        return np.argsort(score, axis=1, kind="stable")[:, :K]
+    best, chosen = np.full((B, t), np.inf), []
+    for _ in range(K):
+        score = np.where(blocked, np.inf, np.minimum(best[..., None], dist).mean(1))  # (B, N)
+        j = np.argmin(score, axis=1)
+        chosen.append(j)
+        blocked[np.arange(B), j] = True
+        best = np.minimum(best, dist[np.arange(B), :, j])
+    return np.stack(chosen, 1)

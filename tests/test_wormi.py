@@ -1,0 +1,242 @@
+"""WorMI: MiniHome's rules, the expert, retrieval, compound attention and the agent's bookkeeping."""
+
+import numpy as np
+import pytest
+import torch
+
+from companion.wormi import agent, minihome
+from companion.wormi.minihome import ACTION, FACT, TASKS, Domain, goal_vectors, reached
+from companion.wormi.models import CompoundAttention, ReasoningPolicy, WorldModel, world_features
+from companion.wormi.retrieval import PrototypeIndex, abstract_transition
+
+
+def _state(*facts):
+    s = np.zeros((1, minihome.F), dtype=bool)
+    s[0, [FACT[f] for f in facts]] = True
+    return s
+
+
+@pytest.mark.parametrize("modifier, action, needed, where", [
+    ("lock", "open_fridge", "hold_key", ("at_kitchen",)),
+    ("power", "switch_on_microwave", "wall_switch_on", ("at_kitchen", "food_in_microwave")),
+    ("dirty", "put_food_plate", "plate_clean", ("at_kitchen", "hold_food", "hold_plate")),
+    ("dark", "grab_food", "light_on", ("at_kitchen", "fridge_open", "food_in_fridge")),
+    ("dark", "grab_plate", "light_on", ("at_kitchen", "cabinet_open", "plate_in_cabinet")),
+    ("remote", "turn_on_tv", "hold_remote", ("at_living",)),
+    ("door", "walk_bedroom", "bedroom_door_open", ("at_kitchen",)),
+    ("wipe", "put_food_microwave", "microwave_wiped", ("at_kitchen", "microwave_open", "hold_food")),
+])
+def test_each_modifier_adds_its_precondition(modifier, action, needed, where):
+    a = np.array([ACTION[action]])
+    for domain, with_fact, changes in [(Domain(), False, True), (Domain({modifier}), False, False),
+                                       (Domain({modifier}), True, True)]:
+        s = _state(*where, *((needed,) if with_fact else ()))
+        s_next, changed = domain.step(s, a)
+        assert bool(changed[0]) is changes and (not changes) == bool((s_next == s).all())
+        assert bool(domain.afforded(s)[0, a[0]]) is changes
+
+
+def test_dirty_plate_starts_dirty():
+    rng = np.random.default_rng(0)
+    assert Domain().initial_states(5, rng)[:, FACT["plate_clean"]].all()
+    assert not Domain({"dirty"}).initial_states(5, rng)[:, FACT["plate_clean"]].any()
+
+
+@pytest.mark.parametrize("mods", [(), ("lock",), ("lock", "power"), ("dirty", "dark"), ("lock", "door"),
+                                  ("power", "remote"), ("wipe",), ("dark", "door")])
+def test_expert_reaches_every_goal_within_the_horizon(mods):
+    domain = Domain(set(mods))
+    for task in TASKS:
+        ep = agent.Episodes.start(domain, 64, seed=3)
+        ep.tasks, ep.g = [task] * 64, goal_vectors([task] * 64)
+        agent.run(ep, lambda e: domain.expert(e.s, e.tasks).clip(min=0))
+        assert ep.done.all(), (mods, task)
+
+
+def test_modifiers_lengthen_the_plans():
+    steps = {}
+    for mods in [(), ("lock", "power")]:
+        ep = agent.Episodes.start(Domain(set(mods)), 64, seed=4)
+        agent.run(ep, lambda e: e.domain.expert(e.s, e.tasks).clip(min=0))
+        steps[mods] = ep.steps.mean()
+    assert steps[("lock", "power")] > steps[()] + 1
+
+
+def test_blocked_by_names_the_modifier_only_when_the_base_rules_allow_the_action():
+    domain = Domain({"lock", "power"})
+    s = np.concatenate([_state("at_kitchen"), _state("at_living")])
+    a = np.array([ACTION["open_fridge"]] * 2)
+    assert minihome.blocked_by(domain, s, a) == [frozenset({"lock"}), frozenset()]
+
+
+def test_bad_input_is_refused():
+    d = Domain()
+    with pytest.raises(ValueError, match="modifiers"):
+        Domain({"gravity"})
+    with pytest.raises(ValueError, match="s: expected shape"):
+        d.step(np.zeros((2, 5)), np.zeros(2, dtype=int))
+    with pytest.raises(ValueError, match="0 or 1"):
+        d.step(np.full((1, minihome.F), np.nan), np.zeros(1, dtype=int))
+    with pytest.raises(ValueError, match="0 or 1"):
+        d.afforded(np.full((1, minihome.F), 2))
+    with pytest.raises(ValueError, match=r"a: action indices"):
+        d.step(_state("at_kitchen"), np.array([minihome.A]))
+    with pytest.raises(ValueError, match=r"a: expected 1 integer"):
+        d.step(_state("at_kitchen"), np.array([0, 1]))
+    with pytest.raises(ValueError, match="tasks"):
+        goal_vectors(["fly"])
+    with pytest.raises(ValueError, match="phi"):
+        PrototypeIndex([np.zeros((3, 71))]).distances(np.zeros((2, 5)))
+    with pytest.raises(ValueError, match="s_next"):
+        abstract_transition(_state("at_kitchen"), np.array([0]), np.zeros((2, minihome.F), dtype=bool))
+    with pytest.raises(ValueError, match="mode"):
+        agent.ImplantedPolicy(ReasoningPolicy(), None, [], [], mode="magic")
+
+
+def test_reached_is_a_strict_conjunction():
+    g = goal_vectors(["serve_hot"])
+    assert not reached(_state("food_hot"), g)[0] and reached(_state("food_hot", "food_on_plate"), g)[0]
+
+
+# --- retrieval ---------------------------------------------------------------------------------------
+
+
+def test_abstract_transition_layout():
+    s, s2 = _state("at_kitchen"), _state("at_kitchen", "fridge_open")
+    phi = abstract_transition(s, np.array([ACTION["open_fridge"]]), s2)
+    assert phi.shape == (1, 2 * minihome.F + minihome.A)
+    assert phi[0, minihome.F + ACTION["open_fridge"]] == 1
+    assert phi[0, minihome.F + minihome.A + FACT["fridge_open"]] == 1
+
+
+def test_prototype_index_ranks_the_world_that_saw_the_failure_first():
+    kitchen = _state("at_kitchen")
+    fail = abstract_transition(kitchen, np.array([ACTION["open_fridge"]]), kitchen)
+    works = abstract_transition(kitchen, np.array([ACTION["open_fridge"]]), _state("at_kitchen", "fridge_open"))
+    index = PrototypeIndex([works, np.concatenate([works, fail])])
+    assert index.topk(np.concatenate([works, fail]), 1) == [1]
+    assert np.allclose(index.distances(works), 0)
+    assert index.topk(np.zeros((0, fail.shape[1])), 2) == []
+
+
+def test_prototypes_are_the_distinct_transitions_or_kmeans_centroids():
+    rng = np.random.default_rng(0)
+    phi = (rng.random((200, 71)) < 0.3).astype(np.float32)
+    assert len(PrototypeIndex.fit([np.concatenate([phi, phi])], k=1000).prototypes[0]) == len(np.unique(phi, axis=0))
+    assert len(PrototypeIndex.fit([phi], k=16).prototypes[0]) == 16
+
+
+# --- compound attention ----------------------------------------------------------------------------
+
+
+def _worlds(B=5, K=3, W=16, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(B, K, W, generator=gen), torch.randn(B, K, W, generator=gen),
+            torch.rand(B, K, minihome.A, generator=gen), torch.rand(B, K, minihome.A, generator=gen)]
+
+
+def test_gate_zero_or_no_world_leaves_the_policy_unchanged():
+    torch.manual_seed(0)
+    c = CompoundAttention(d=32, width=16)
+    h = torch.randn(5, 4, 32)
+    assert torch.equal(c(h, _worlds())[0], h)  # g = 0 at initialisation
+    with torch.no_grad():
+        c.gate.fill_(1.0)
+    assert not torch.equal(c(h, _worlds())[0], h)
+    assert torch.equal(c(h, [])[0], h)
+    assert torch.equal(c(h, _worlds(), torch.zeros(5, 3, dtype=torch.bool))[0], h)
+
+
+def test_compound_attention_is_permutation_equivariant_and_masks_worlds():
+    torch.manual_seed(0)
+    c = CompoundAttention(d=32, width=16)
+    with torch.no_grad():
+        c.gate.fill_(1.0)
+    h, worlds = torch.randn(5, 4, 32), _worlds()
+    out, beta = c(h, worlds)
+    perm = torch.tensor([2, 0, 1])
+    out_p, beta_p = c(h, [w[:, perm] for w in worlds])
+    assert torch.allclose(out, out_p, atol=1e-5) and torch.allclose(beta[..., perm], beta_p, atol=1e-6)
+    mask = torch.tensor([[True, False, True]] * 5)
+    out_m, beta_m = c(h, worlds, mask)
+    assert (beta_m[..., 1] == 0).all() and torch.allclose(beta_m.sum(-1), torch.ones(5, 4))
+    # a masked world's features do not matter
+    other = [w.clone() for w in worlds]
+    for w in other:
+        w[:, 1] = 7.0
+    assert torch.allclose(c(h, other, mask)[0], out_m, atol=1e-6)
+
+
+def test_world_model_heads_have_the_documented_shapes():
+    m = WorldModel(width=16)
+    s = torch.zeros(3, minihome.F)
+    out = m(s, s)
+    assert out["h1"].shape == (3, 16) and out["aff"].shape == (3, minihome.A)
+    assert m.dynamics(out["h2"], torch.zeros(3, dtype=torch.long)).shape == (3, minihome.F)
+    assert [f.shape[-1] for f in world_features(out)] == [16, 16, minihome.A, minihome.A]
+
+
+# --- training and the agent ------------------------------------------------------------------------
+
+TINY = dict(seed=0, reasoning_episodes=8, reasoning_epochs=1, world_episodes=8, world_epochs=1, world_mix=(0.5, 0.3),
+            compose_episodes=4, compose_epochs=1, compose_lr=3e-3, K=2, prototypes=16, width=16)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from companion.wormi.train import train_all
+
+    return train_all(TINY)
+
+
+def test_the_training_path_runs_and_every_mode_acts(tiny):
+    agents = tiny.agents
+    assert len(tiny.history["compose"]) >= 1 and tiny.history["compose_samples"] > 0
+    for mode in agent.MODES:
+        policy = agents.oracle(("lock", "power")) if mode == "oracle" else agents.policy(mode)
+        frame, ep = agent.evaluate(policy, Domain({"lock", "power"}), n=8, seed=1)
+        assert len(frame) == 8 and frame.success.dtype == bool
+    precision = agent.retrieval_precision(policy, ep, [frozenset(m) for m in agents_library()])
+    assert np.isnan(precision) or 0 <= precision <= 1
+
+
+def agents_library():
+    from companion.wormi.train import LIBRARY
+
+    return LIBRARY
+
+
+def test_the_checkpoint_round_trips(tiny, tmp_path):
+    from companion.checkpoints import load_checkpoint, save_checkpoint
+    from companion.wormi.train import _build
+
+    agents = tiny.agents
+    meta = {"recipe": TINY, "prototypes": [len(p) for p in agents.prototypes()],
+            "oracle_prototypes": [len(p) for p in agents.prototypes(True)]}
+    save_checkpoint(agents, tmp_path / "tiny.pt", meta)
+    loaded, _ = load_checkpoint(tmp_path / "tiny.pt", _build)
+    for a, b in zip(agents.state_dict().values(), loaded.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_implant_and_remove_leave_the_other_worlds_untouched(tiny):
+    policy = tiny.agents.policy("retrieve")
+    s = torch.as_tensor(Domain().initial_states(6, np.random.default_rng(0)), dtype=torch.float32)
+    before = agent.library_features(policy.library, s, s)
+    j = policy.implant(tiny.agents.oracles[0], tiny.agents.prototypes(True)[0])
+    after = agent.library_features(policy.library, s, s)
+    assert all(torch.equal(x, y[:, :-1]) for x, y in zip(before, after)) and len(policy.index) == j + 1
+    policy.remove(j)
+    assert all(torch.equal(x, y) for x, y in zip(before, agent.library_features(policy.library, s, s)))
+
+
+def test_retrieval_covers_what_the_first_world_misses():
+    from companion.wormi.retrieval import retrieve
+
+    # step 0 is explained by worlds 0 and 1, step 1 only by world 2
+    dist = np.array([[[0.0, 0.0, 2.0], [2.0, 2.0, 0.0]]]).transpose(0, 1, 2)
+    assert retrieve(dist, 2, cover=False).tolist() == [[0, 1]]
+    assert retrieve(dist, 2, cover=True).tolist() == [[0, 2]]
+    assert retrieve(dist, 2, excluded=np.array([[True, False, False]])).tolist() == [[1, 2]]
+    with pytest.raises(ValueError, match="K"):
+        retrieve(dist, 4)
