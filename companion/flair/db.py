@@ -184,15 +184,20 @@ def parse_explain(text: str) -> float | None:
 class DriftingTable:
     """Table ``name(c0..c3)`` in ``con``, filled with ``n_rows`` rows of a random concept.
 
+    Two tables with the same ``seed`` hold the same rows; ``drift_seed`` varies the drift events.
+
     :meth:`apply_drift` changes the data as a workload of inserts, deletes or updates would;
     :meth:`count` runs the real ``COUNT(*)``; :meth:`analyze` plays the database's ANALYZE.
     """
 
-    def __init__(self, con: Connection, n_rows: int, seed: int, name: str = "t"):
+    def __init__(self, con: Connection, n_rows: int, seed: int, name: str = "t",
+                 drift_seed: int | None = None):
         if not isinstance(con, Connection):
             raise ValueError(f"con: expected a Connection from connect(), got {type(con).__name__}")
         self.con, self.name = con, _table_name(name)
         self.rng = np.random.default_rng(seed)
+        # the initial data depend on ``seed`` only; the drift events on (seed, drift_seed)
+        self.drift_rng = self.rng if drift_seed is None else np.random.default_rng([seed, drift_seed])
         cols = ", ".join(f"c{c} INTEGER" for c in range(N_COLS))
         con.execute(f"CREATE TABLE {self.name} ({cols})")
         self._insert(draw_rows(sample_concept(self.rng), as_positive_int(n_rows, "n_rows"), self.rng))
@@ -238,12 +243,12 @@ class DriftingTable:
         n = len(self.mirror)
         k = max(1, int(round(severity * n)))
         if kind == "insert":
-            self._insert(draw_rows(sample_concept(self.rng), k, self.rng, flip=True))
+            self._insert(draw_rows(sample_concept(self.drift_rng), k, self.drift_rng, flip=True))
             touched = k
         elif kind == "delete":
-            c = int(self.rng.integers(N_COLS))
+            c = int(self.drift_rng.integers(N_COLS))
             values = np.sort(self.mirror[:, c])
-            start = int(self.rng.integers(0, n - k + 1))
+            start = int(self.drift_rng.integers(0, n - k + 1))
             lo, hi = int(values[start]), int(values[start + k - 1])
             before = n
             self.con.execute(f"DELETE FROM {self.name} WHERE c{c} BETWEEN ? AND ?", [lo, hi])

@@ -175,7 +175,9 @@ class InContext(Method):
         ends = k + np.minimum(np.arange(n), pushes)  # pairs in the queue before query t
         preds = head.clone()
         full = ends >= m
-        if full.any():
+        if pushes == 0 and k == m:  # a frozen queue: one context, all queries at once
+            preds = fl.dde(Zm[None], Ym[None], z[None])[0][0]
+        elif full.any():
             idx = torch.as_tensor(ends[full][:, None] - m + np.arange(m), device=dev)
             mean, _ = fl.dde(Z_all[idx], Y_all[idx], z[torch.as_tensor(full, device=dev)][:, None])
             preds[torch.as_tensor(full, device=dev)] = mean[:, 0]

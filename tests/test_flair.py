@@ -1,0 +1,280 @@
+"""FLAIR: the database harness, the estimators and the decision engine against independent
+references (NumPy counts, hand-computed histograms, brute-force loops)."""
+
+import numpy as np
+import pytest
+import torch
+
+import companion.flair as fl
+from companion.flair import stream as st
+
+torch.set_num_threads(1)  # tiny models: one thread is many times faster on a busy machine
+
+
+@pytest.fixture(scope="module", params=["duckdb", "sqlite"])
+def table(request):
+    return fl.DriftingTable(fl.connect(request.param), 4000, seed=3)
+
+
+def test_counts_are_the_databases_and_match_the_numpy_mirror(table):
+    qs = fl.sample_queries(table.snapshot(), 50, np.random.default_rng(0))
+    assert [table.count(q) for q in qs] == [int(q.mask(table.snapshot()).sum()) for q in qs]
+    assert sum(table.count(q) > 0 for q in qs) >= 40  # anchored on rows: mostly non-empty
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "sqlite"])
+def test_drift_events_change_the_table_as_described(backend):
+    t = fl.DriftingTable(fl.connect(backend), 2000, seed=1)
+    assert t.apply_drift("insert", 0.25) == 500 and t.n_rows == 2500 == len(t.snapshot())
+    before = t.snapshot().copy()
+    touched = t.apply_drift("delete", 0.2)
+    assert t.n_rows == 2500 - touched and touched >= 500  # a band of values: ties may add rows
+    before = t.snapshot().copy()
+    theta = int(np.quantile(before[:, 1], 0.3))
+    assert t.apply_drift("update", 0.3) == int((before[:, 1] < theta).sum())
+    after = t.snapshot()
+    want = before.copy()
+    want[want[:, 1] < theta, 2] = (want[want[:, 1] < theta, 2] + 350) % 1000
+    assert sorted(map(tuple, after)) == sorted(map(tuple, want))
+    with pytest.raises(ValueError, match="^kind"):
+        t.apply_drift("truncate", 0.1)
+    with pytest.raises(ValueError, match="^severity"):
+        t.apply_drift("insert", 1.5)
+
+
+def test_the_generator_is_correlated_and_seeded():
+    a = fl.DriftingTable(fl.connect(), 3000, seed=5).snapshot()
+    b = fl.DriftingTable(fl.connect(), 3000, seed=5).snapshot()
+    assert np.array_equal(a, b) and a.min() >= 0 and a.max() <= 999
+    corr = np.corrcoef(a.T)[np.triu_indices(4, 1)]
+    assert np.abs(corr).max() > 0.3
+
+
+def test_sql_uses_bound_parameters_and_refuses_bad_queries():
+    q = fl.RangeQuery((0, 2), [10, 20], [30, 40])
+    assert fl.to_sql(q) == ("SELECT COUNT(*) FROM t WHERE c0 BETWEEN ? AND ? AND c2 BETWEEN ? AND ?",
+                            [10, 30, 20, 40])
+    with pytest.raises(ValueError, match="^lo"):
+        fl.RangeQuery((0,), [50], [40])
+    with pytest.raises(ValueError, match="^cols"):
+        fl.RangeQuery((4,), [0], [1])
+    with pytest.raises(ValueError, match="^cols"):
+        fl.RangeQuery((1, 1), [0, 0], [1, 1])
+    with pytest.raises(ValueError, match="^table"):
+        fl.to_sql(q, table="t; DROP TABLE t")
+    with pytest.raises(ValueError, match="^backend"):
+        fl.connect("postgres")
+
+
+def test_explain_parser_reads_both_plan_formats():
+    assert fl.parse_explain("│ ~1,234 rows │") == 1234
+    assert fl.parse_explain("~1234 Rows") == 1234
+    assert fl.parse_explain("FILTER\nEC: 1234\n") == 1234
+    assert fl.parse_explain("SEQ_SCAN t") is None
+    with pytest.raises(ValueError, match="^text"):
+        fl.parse_explain(None)
+    t = fl.DriftingTable(fl.connect("duckdb"), 1000, seed=0)
+    assert t.engine_estimate(fl.RangeQuery((0,), [0], [999])) > 0
+    assert fl.DriftingTable(fl.connect("sqlite"), 100, seed=0).engine_estimate(
+        fl.RangeQuery((0,), [0], [999])) is None
+
+
+def test_histograms_and_avi_against_a_hand_computed_case():
+    data = np.zeros((8, 4), dtype=int)
+    data[:, 0] = [0, 1, 2, 3, 4, 5, 6, 7]
+    data[:, 1] = data[:, 0]  # perfectly correlated with c0
+    hist = fl.ColumnHistograms.fit(data, bins=8)
+    q = fl.RangeQuery((0,), [0], [3])  # 4 of 8 rows
+    assert hist.selectivity(q)[0] == pytest.approx(0.5, abs=0.07)
+    assert list(hist.selectivity(q)[1:]) == [1.0, 1.0, 1.0]
+    both = fl.RangeQuery((0, 1), [0, 0], [3, 3])  # truly 4 rows; independence says 8/4 = 2
+    assert fl.avi_estimate(both, hist) == pytest.approx(2.0, rel=0.3)
+    rng = np.random.default_rng(0)
+    uniform = rng.integers(0, 1000, (20000, 4))
+    h = fl.ColumnHistograms.fit(uniform)
+    q = fl.RangeQuery((0, 3), [100, 500], [399, 999])
+    assert fl.avi_estimate(q, h) == pytest.approx(q.mask(uniform).sum(), rel=0.05)
+
+
+def test_featurize_shapes_and_values():
+    data = np.random.default_rng(1).integers(0, 1000, (5000, 4))
+    hist = fl.ColumnHistograms.fit(data)
+    x = fl.featurize([fl.RangeQuery((1,), [0], [999]), fl.RangeQuery((0, 3), [0, 0], [499, 999])], hist)
+    assert x.shape == (2, fl.D_FEATURES)
+    assert np.allclose(x[0, :8], [-1, 1] * 4) and np.allclose(x[0, 8:12], 0, atol=1e-9)
+    assert x[0, 12] == pytest.approx(np.log1p(5000) / np.log(5000))
+    assert x[1, 1] == pytest.approx(2 * 499 / 999 - 1) and x[1, 8] == pytest.approx(np.log(0.5), abs=0.02)
+    with pytest.raises(ValueError, match="^qs"):
+        fl.featurize([], hist)
+
+
+def test_q_error_and_gmq():
+    qe = fl.q_error([10.0, 1.0, 0.0, 50.0], [5.0, 4.0, 0.0, 50.0])
+    assert np.allclose(qe, [2.0, 4.0, 1.0, 1.0])
+    assert np.allclose(fl.q_error([5.0, 4.0], [10.0, 1.0]), [2.0, 4.0])  # symmetric
+    assert fl.gmq(qe) == pytest.approx(np.sqrt(8) ** 0.5 * 1.0)
+    s = fl.summarize(qe)
+    assert s["max"] == 4.0 and s["p50"] == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="^pred_card"):
+        fl.q_error([np.nan], [1.0])
+    with pytest.raises(ValueError, match="^true_card"):
+        fl.q_error([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="^qe"):
+        fl.gmq([0.5])
+
+
+def _dde(**kw):
+    torch.manual_seed(0)
+    return fl.DynamicDecisionEngine(d_x=4, d_model=16, n_layers=2, n_heads=2, **kw).eval()
+
+
+def test_dde_is_a_set_function_of_its_context():
+    dde = _dde()
+    gen = torch.Generator().manual_seed(0)
+    cx, cy, qx = torch.randn(2, 9, 4, generator=gen), torch.randn(2, 9, generator=gen), torch.randn(2, 3, 4, generator=gen)
+    with torch.no_grad():
+        mean, log_var = dde(cx, cy, qx)
+        assert mean.shape == log_var.shape == (2, 3)
+        perm = torch.randperm(9, generator=gen)
+        assert torch.allclose(dde(cx[:, perm], cy[:, perm], qx)[0], mean, atol=1e-5)
+        # padded entries under the mask change nothing
+        pad_x = torch.cat([cx, 100 * torch.randn(2, 4, 4, generator=gen)], 1)
+        pad_y = torch.cat([cy, 100 * torch.randn(2, 4, generator=gen)], 1)
+        mask = torch.arange(13) < 9
+        assert torch.allclose(dde(pad_x, pad_y, qx, mask.expand(2, 13))[0], mean, atol=1e-5)
+        # queries do not see each other
+        qx2 = qx.clone()
+        qx2[:, 1] = 50.0
+        assert torch.allclose(dde(cx, cy, qx2)[0][:, [0, 2]], mean[:, [0, 2]], atol=1e-6)
+        # the context's label scale is undone: labels x 10 + 3 give predictions x 10 + 3
+        assert torch.allclose(dde(cx, 10 * cy + 3, qx)[0], 10 * mean + 3, atol=1e-4)
+
+
+def test_dde_refuses_bad_input():
+    dde = _dde()
+    cx, cy, qx = torch.randn(1, 5, 4), torch.randn(1, 5), torch.randn(1, 1, 4)
+    with pytest.raises(ValueError, match="^ctx_x.*empty"):
+        dde(torch.randn(1, 0, 4), torch.randn(1, 0), qx)
+    bad = cx.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="^ctx_x"):
+        dde(bad, cy, qx)
+    with pytest.raises(ValueError, match="^ctx_y"):
+        dde(cx, torch.full((1, 5), float("nan")), qx)
+    with pytest.raises(ValueError, match="^ctx_y"):
+        dde(cx, torch.randn(1, 4), qx)
+    with pytest.raises(ValueError, match="^qry_x"):
+        dde(cx, cy, torch.randn(1, 1, 3))
+    with pytest.raises(ValueError, match="^ctx_mask"):
+        dde(cx, cy, qx, torch.zeros(1, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="^d_model"):
+        fl.DynamicDecisionEngine(d_x=4, d_model=10, n_heads=4)
+
+
+def test_prior_sampler_shapes_and_seeds():
+    a = fl.sample_prior_batch(3, 7, 2, 5, np.random.default_rng(0))
+    b = fl.sample_prior_batch(3, 7, 2, 5, np.random.default_rng(1))
+    assert [tuple(t.shape) for t in a] == [(3, 7, 5), (3, 7), (3, 2, 5), (3, 2)]
+    assert all(torch.isfinite(t).all() for t in a) and not torch.equal(a[0], b[0])
+    with pytest.raises(ValueError, match="^n_ctx"):
+        fl.sample_prior_batch(3, 0, 2, 5, np.random.default_rng(0))
+
+
+def test_meta_training_lowers_the_prior_nll():
+    dde = _dde()
+    valid = fl.sample_prior_batch(32, 30, 10, 4, np.random.default_rng(99))
+    before = fl.prior_nll(dde, valid)
+    fl.meta_train(dde, 150, batch=8, lr=3e-3, seed=0, n_ctx=(20, 40), n_qry=10)
+    assert fl.prior_nll(dde, valid) < before - 0.2
+
+
+def test_context_memory_is_a_fifo_queue():
+    mem = fl.ContextMemory(capacity=3, d=2)
+    for i in range(5):
+        mem.push([i, -i], float(i))
+    Z, Y = mem.arrays()
+    assert mem.full and len(mem) == 3 and Y.tolist() == [2, 3, 4] and Z[:, 0].tolist() == [2, 3, 4]
+    with pytest.raises(ValueError, match="^z"):
+        mem.push([1.0, 2.0, 3.0], 1.0)
+    with pytest.raises(ValueError, match="^capacity"):
+        fl.ContextMemory(0)
+
+
+class _CountingEngine(torch.nn.Module):
+    def __init__(self, d_x):
+        super().__init__()
+        self.d_x, self.calls, self.w = d_x, 0, torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, cx, cy, qx, ctx_mask=None):
+        self.calls += 1
+        return cy.mean(1, keepdim=True).expand(qx.shape[:2]) + 0 * self.w, torch.zeros(qx.shape[:2])
+
+
+def _tfm():
+    torch.manual_seed(0)
+    return fl.TaskFeaturizer(d_z=4).eval()
+
+
+def test_flair_uses_the_head_until_the_memory_is_full():
+    tfm, engine = _tfm(), _CountingEngine(4)
+    flair = fl.FLAIR(tfm, engine, capacity=3)
+    xs = np.random.default_rng(0).standard_normal((6, fl.D_FEATURES))
+    for i, x in enumerate(xs):
+        pred = flair.predict(x)
+        if i < 3:
+            with torch.no_grad():
+                assert pred == pytest.approx(float(tfm(torch.tensor(x[None], dtype=torch.float32))[1][0]))
+        else:
+            assert pred == pytest.approx(np.mean(range(i - 3, i)))  # the labels before query i
+        assert engine.calls == max(0, i - 2)
+        flair.observe(x, float(i))
+    flair.freeze_memory()
+    flair.observe(xs[0], 100.0)
+    assert flair.memory.arrays()[1].tolist() == [3, 4, 5]
+
+
+@pytest.mark.parametrize("freeze_after", [None, 5])
+def test_batched_phase_equals_the_one_query_at_a_time_loop(freeze_after):
+    torch.manual_seed(1)
+    tfm, dde = _tfm(), fl.DynamicDecisionEngine(d_x=4, d_model=16, n_layers=1, n_heads=2).eval()
+    rng = np.random.default_rng(0)
+    batched = st.InContext(fl.FLAIR(tfm, dde, capacity=4), freeze_after=freeze_after)
+    online = st.InContext(fl.FLAIR(tfm, dde, capacity=4), freeze_after=freeze_after)
+    for n in (3, 6, 5):  # three phases; the first ends before the queue is full
+        X, y = rng.standard_normal((n, fl.D_FEATURES)), rng.standard_normal(n)
+        got = batched.run_phase(X, [None] * n, y)[0]
+        want = st.Method.run_phase(online, X, [None] * n, y)[0]
+        assert np.allclose(got, want, atol=1e-5)
+        assert np.array_equal(batched.flair.memory.arrays()[1], online.flair.memory.arrays()[1])
+
+
+def test_tfm_and_fine_tuning_learn():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((256, fl.D_FEATURES))
+    y = 3 + X[:, 0] - 0.5 * X[:, 12]
+    tfm = fl.TaskFeaturizer()
+    hist = fl.fit_tfm(tfm, X, y, epochs=30, seed=0)
+    assert hist[-1] < 0.1 * hist[0]
+    ft = st.FineTuned(tfm, every=20, window=40, epochs=5)
+    for x, t in zip(X[:40], 5 + y[:40]):  # the concept shifts by +2
+        ft.observe(x, t)
+    assert ft.rounds == 2 and ft.tfm is not tfm
+    err = lambda m: np.mean([(m.predict(x, None) - t) ** 2 for x, t in zip(X[40:80], 5 + y[40:80])])  # noqa: E731
+    assert err(ft) < err(st.Static(tfm))
+    with pytest.raises(ValueError, match="^x"):
+        fl.fit_tfm(tfm, X[:, :5], y)
+
+
+def test_run_stream_feeds_labels_back_after_predicting():
+    table = fl.DriftingTable(fl.connect(), 3000, seed=2)
+    X, y, _ = fl.offline_workload(table, 300, seed=0)
+    tfm = fl.TaskFeaturizer()
+    fl.fit_tfm(tfm, X, y, epochs=5)
+    df = fl.run_stream(table, {"AVI": fl.AVI(), "static": fl.Static(tfm), "kNN": fl.KNNContext(tfm, 10)},
+                       phases=3, per_phase=20, seed=0)
+    assert len(df) == 3 * 20 * 3 and set(df.drift) == {"none", "insert", "delete"}
+    assert (df.qerr >= 1).all() and (df.true_card >= 0).all()
+    with pytest.raises(ValueError, match="^methods"):
+        fl.run_stream(table, {})
+    with pytest.raises(ValueError, match="^drift"):
+        fl.run_stream(table, {"AVI": fl.AVI()}, drift=("merge",))
