@@ -36,10 +36,11 @@ def test_each_modifier_adds_its_precondition(modifier, action, needed, where):
         assert bool(domain.afforded(s)[0, a[0]]) is changes
 
 
-def test_dirty_plate_starts_dirty():
-    rng = np.random.default_rng(0)
-    assert Domain().initial_states(5, rng)[:, FACT["plate_clean"]].all()
-    assert not Domain({"dirty"}).initial_states(5, rng)[:, FACT["plate_clean"]].any()
+def test_every_domain_starts_from_the_same_distribution():
+    for mods in [(), ("dirty",), ("lock", "power")]:
+        s = Domain(set(mods)).initial_states(200, np.random.default_rng(0))
+        assert np.array_equal(s, Domain().initial_states(200, np.random.default_rng(0)))
+        assert not s[:, FACT["plate_clean"]].any() and s[:, FACT["food_in_fridge"]].all()
 
 
 @pytest.mark.parametrize("mods", [(), ("lock",), ("lock", "power"), ("dirty", "dark"), ("lock", "door"),
