@@ -27,7 +27,8 @@ from .models import (
     implicit_mask,
     predictor_mask,
 )
-from .probe import collect_latents, linear_probe_r2, raw_context_probe_r2
+from .probe import (collect_latents, linear_probe, linear_probe_r2, raw_context_probe,
+                    raw_context_probe_r2)
 from .reference import bayes_feature_predict, bayes_linreg_predict
 from .tasks import QUERY_STYLES, LinearRegressionTask, SinusoidTask, TaskBatch
 from .train import evaluate_mse, predict, train_icl
@@ -38,6 +39,7 @@ __all__ = [
     "LinearReadoutPredictor", "SinusoidReadoutPredictor", "ExplicitModel",
     "implicit_mask", "context_mask", "predictor_mask",
     "train_icl", "predict", "evaluate_mse",
-    "collect_latents", "linear_probe_r2", "raw_context_probe_r2",
+    "collect_latents", "linear_probe", "linear_probe_r2", "raw_context_probe",
+    "raw_context_probe_r2",
     "bayes_linreg_predict", "bayes_feature_predict",
 ]

@@ -17,7 +17,8 @@ import torch
 
 from .tasks import _count
 
-__all__ = ["collect_latents", "linear_probe_r2", "raw_context_probe_r2"]
+__all__ = ["collect_latents", "linear_probe", "linear_probe_r2", "raw_context_probe",
+           "raw_context_probe_r2"]
 
 
 @torch.no_grad()
@@ -31,8 +32,13 @@ def collect_latents(model, task, n_tasks: int, n: int, generator=None, device=No
     return model.context(batch.x_c, batch.y_c).double().cpu(), batch.w.double().cpu()
 
 
-def linear_probe_r2(Z, W, *, ridge: float = 1e-3, train_frac: float = 0.75, seed: int = 0) -> float:
-    """Held-out ``R^2`` of a ridge probe ``Z -> W`` (with intercept), eq. (icl-probe)."""
+def linear_probe(Z, W, *, ridge: float = 1e-3, train_frac: float = 0.75, seed: int = 0,
+                 shuffle: bool = True):
+    """Fit a ridge probe ``Z -> W`` (with intercept) and score it on held-out rows, eq. (icl-probe).
+
+    The probe is fitted on a share ``train_frac`` of the rows (a random share drawn with
+    ``seed``, or the first rows if ``shuffle=False``). Returns ``(R^2, W_test, W_hat_test)``.
+    """
     Z, W = torch.as_tensor(Z, dtype=torch.float64), torch.as_tensor(W, dtype=torch.float64)
     if Z.ndim != 2 or W.ndim != 2:
         raise ValueError(f"Z: expected 2-D Z (N, k) and W (N, P), got {tuple(Z.shape)}, "
@@ -49,7 +55,8 @@ def linear_probe_r2(Z, W, *, ridge: float = 1e-3, train_frac: float = 0.75, seed
     n_train = int(round(train_frac * N))
     if n_train < 2 or N - n_train < 2:
         raise ValueError(f"Z: expected enough rows for a train/test split, got {N}")
-    perm = torch.randperm(N, generator=torch.Generator().manual_seed(seed))
+    perm = (torch.randperm(N, generator=torch.Generator().manual_seed(seed)) if shuffle
+            else torch.arange(N))
     tr, te = perm[:n_train], perm[n_train:]
     z_mu, w_mu = Z[tr].mean(0), W[tr].mean(0)
     Zc, Wc = Z[tr] - z_mu, W[tr] - w_mu
@@ -58,11 +65,21 @@ def linear_probe_r2(Z, W, *, ridge: float = 1e-3, train_frac: float = 0.75, seed
     pred = (Z[te] - z_mu) @ A + w_mu
     ss_res = ((W[te] - pred) ** 2).sum(0)
     ss_tot = ((W[te] - w_mu) ** 2).sum(0)
-    return float((1 - ss_res / ss_tot).mean())
+    return float((1 - ss_res / ss_tot).mean()), W[te], pred
+
+
+def linear_probe_r2(Z, W, **kw) -> float:
+    """The held-out ``R^2`` of :func:`linear_probe` (same arguments)."""
+    return linear_probe(Z, W, **kw)[0]
+
+
+def raw_context_probe(task, n: int, n_tasks: int, generator=None, **kw):
+    """The baseline: :func:`linear_probe` from the flattened raw context ``(x_i, y_i)_{i<=n}``."""
+    batch = task.sample(_count(n_tasks, "n_tasks"), n, 1, generator=generator)
+    raw = torch.cat([batch.x_c, batch.y_c], -1).flatten(1)
+    return linear_probe(raw, batch.w, **kw)
 
 
 def raw_context_probe_r2(task, n: int, n_tasks: int, generator=None, **kw) -> float:
-    """The baseline: :func:`linear_probe_r2` from the flattened raw context ``(x_i, y_i)_{i<=n}``."""
-    batch = task.sample(_count(n_tasks, "n_tasks"), n, 1, generator=generator)
-    raw = torch.cat([batch.x_c, batch.y_c], -1).flatten(1)
-    return linear_probe_r2(raw, batch.w, **kw)
+    """The held-out ``R^2`` of :func:`raw_context_probe`."""
+    return raw_context_probe(task, n, n_tasks, generator, **kw)[0]
