@@ -121,7 +121,7 @@ class ImplantedPolicy:
 
     def __init__(self, pi_r: ReasoningPolicy, compose: CompoundAttention | None, library: list[WorldModel],
                  prototypes: list[np.ndarray], K: int = 2, mode: str = "retrieve", seed: int = 0,
-                 cover: bool = True):
+                 cover: bool = False):
         if mode not in MODES:
             raise ValueError(f"mode: expected one of {MODES}, got {mode!r}")
         if len(library) != len(prototypes):

@@ -69,7 +69,7 @@ class PrototypeIndex:
             return np.zeros(len(self), dtype=np.float32)
         return self.distances(traj_phi).mean(0)
 
-    def topk(self, traj_phi: np.ndarray, K: int, cover: bool = True) -> list[int]:
+    def topk(self, traj_phi: np.ndarray, K: int, cover: bool = False) -> list[int]:
         """The ``K`` worlds that best explain one trajectory (:func:`retrieve`); ``[]`` before the
         first transition (nothing implanted)."""
         if len(traj_phi) == 0:
@@ -77,13 +77,13 @@ class PrototypeIndex:
         return [int(j) for j in retrieve(self.distances(np.asarray(traj_phi))[None], K, cover=cover)[0]]
 
 
-def retrieve(dist: np.ndarray, K: int, excluded: np.ndarray | None = None, cover: bool = True) -> np.ndarray:
+def retrieve(dist: np.ndarray, K: int, excluded: np.ndarray | None = None, cover: bool = False) -> np.ndarray:
     """The retrieved worlds ``J_t`` ``(B, K)`` from per-step distances ``dist`` ``(B, t, N)``.
 
-    The first world minimises ``dist_j`` of eq. (wormi-retrieve). With ``cover`` each next world
-    minimises the same score for the *set* chosen so far, ``mean_i min_{j in J} d_ij``: it is the
-    world that best explains the steps the others do not (plain top-K, ``cover=False``, tends to
-    retrieve several worlds that know the same rule). ``excluded`` ``(B, N)`` worlds are never picked.
+    By default the ``K`` worlds with the lowest ``dist_j`` of eq. (wormi-retrieve). With ``cover``
+    the first is the same and each next world minimises the score of the *set* chosen so far,
+    ``mean_i min_{j in J} d_ij``: the world that best explains the steps the others do not (an
+    ablation of the chapter). ``excluded`` ``(B, N)`` worlds are never picked.
     """
     B, t, N = dist.shape
     if not 1 <= K <= N:
