@@ -355,3 +355,23 @@ def test_models_train_and_the_topological_term_has_a_gradient():
         tp.fit(m, graphs[:32], graphs[32:], epochs=0)
     with pytest.raises(ValueError, match="graphs"):
         tp.collate([])
+
+
+def test_spmotif_labels_motifs_and_spurious_bases():
+    graphs = tp.make_spmotif(300, bias=0.9, split="train", seed=0)
+    assert [sum(g.y == k for g in graphs) for k in range(3)] == [300, 300, 300]
+    for g in graphs[:60]:
+        assert int(g.edge_gt.sum()) == {0: 5, 1: 6, 2: 6}[g.y] and nx.is_connected(g.to_networkx())
+    agree = np.mean([g.base == g.y for g in graphs])
+    assert 0.86 < agree < 0.94  # the label's own base with probability b
+    test = tp.make_spmotif(300, bias=0.9, split="test", seed=0)
+    assert 0.28 < np.mean([g.base == g.y for g in test]) < 0.39  # independent in the test split
+    clean = tp.make_spmotif(5, bias=0.5, perturb=0.0, seed=1)
+    noisy = tp.make_spmotif(5, bias=0.5, perturb=0.2, seed=1)
+    assert sum(len(g.edges) for g in noisy) > sum(len(g.edges) for g in clean)
+    with pytest.raises(ValueError, match="bias"):
+        tp.make_spmotif(5, bias=1.5)
+    with pytest.raises(ValueError, match="split"):
+        tp.make_spmotif(5, bias=0.5, split="dev")
+    with pytest.raises(ValueError, match="perturb"):
+        tp.make_spmotif(5, bias=0.5, perturb=1.0)

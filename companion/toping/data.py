@@ -1,4 +1,5 @@
-"""Seeded, offline graph datasets with ground-truth rationales (BA bases, house and grid motifs).
+"""Seeded, offline graph datasets with ground-truth rationales: BA bases with house and grid
+motifs, and Spurious-Motif (cycle, house or crane on a tree, ladder or wheel base).
 
 Each graph is a :class:`Graph`: constant node features, its undirected edges once each
 (``edges: [E, 2]``, ``u < v``), a label and ``edge_gt: [E]``, the edges with both ends inside a
@@ -23,12 +24,15 @@ import torch
 
 from companion.validation import as_choice, as_positive_int
 
-__all__ = ["Graph", "Batch", "collate", "make_ba_house_grid", "MOTIFS"]
+__all__ = ["Graph", "Batch", "collate", "make_ba_house_grid", "make_spmotif", "MOTIFS"]
 
 MOTIFS = {
     "house": nx.house_graph,  # 5 nodes, 6 edges
     "grid": lambda: nx.convert_node_labels_to_integers(nx.grid_2d_graph(3, 3)),  # 9 nodes, 12 edges
+    "cycle": lambda: nx.cycle_graph(5),  # 5 nodes, 5 edges
+    "crane": lambda: nx.complete_bipartite_graph(2, 3),  # 5 nodes, 6 edges
 }
+SPMOTIF_LABELS = ("cycle", "house", "crane")
 
 
 @dataclass
@@ -40,6 +44,7 @@ class Graph:
     y: int
     edge_gt: torch.Tensor
     motifs: tuple[str, ...] = ()
+    base: int = -1  # Spurious-Motif only: the base type (0 tree, 1 ladder, 2 wheel)
 
     @property
     def num_nodes(self) -> int:
@@ -115,6 +120,12 @@ def _attach(base: nx.Graph, motifs: list[str], rng: np.random.Generator) -> tupl
     return g, gt
 
 
+def _to_graph(g: nx.Graph, gt: set, y: int, motifs: tuple[str, ...], base: int = -1) -> Graph:
+    edges = torch.tensor(sorted((min(u, v), max(u, v)) for u, v in g.edges), dtype=torch.long)
+    return Graph(x=torch.ones(g.number_of_nodes(), 1), edges=edges, y=y,
+                 edge_gt=torch.tensor([tuple(e) in gt for e in edges.tolist()]), motifs=motifs, base=base)
+
+
 def _motif_draw(mode: str, n_max: int, rng: np.random.Generator) -> tuple[int, list[str]]:
     """(label, motifs) of one graph under ``mode``."""
     if mode == "housegrid":
@@ -159,13 +170,44 @@ def make_ba_house_grid(n_graphs: int, mode: str = "nrnd", n_max: int = 2, base_n
                 pattern = _motif_draw(mode, n_max, rng)[1]
             n_base += sum(MOTIFS[name]().number_of_nodes() for name in pattern)
         g, gt = _attach(_base(n_base, base_extra_edges, rng), motifs, rng)
-        edges = torch.tensor(sorted((min(u, v), max(u, v)) for u, v in g.edges), dtype=torch.long)
-        graphs.append(Graph(
-            x=torch.ones(g.number_of_nodes(), 1),
-            edges=edges,
-            y=y,
-            edge_gt=torch.tensor([tuple(e) in gt for e in edges.tolist()]),
-            motifs=tuple(motifs),
-        ))
+        graphs.append(_to_graph(g, gt, y, tuple(motifs)))
     order = rng.permutation(n_graphs)
     return [graphs[i] for i in order]
+
+
+def _spmotif_base(kind: int, rng: np.random.Generator) -> nx.Graph:
+    """Base 0: a binary tree of depth 3; 1: a ladder of 8-11 rungs; 2: a wheel of 15-19 nodes."""
+    if kind == 0:
+        return nx.balanced_tree(2, 3)
+    if kind == 1:
+        return nx.ladder_graph(int(rng.integers(8, 12)))
+    return nx.wheel_graph(int(rng.integers(15, 20)))
+
+
+def make_spmotif(n_per_class: int, bias: float, split: str = "train", perturb: float = 0.05,
+                 seed: int = 0) -> list[Graph]:
+    """Spurious-Motif (DIR): the motif gives the label (0 cycle, 1 house, 2 crane); the base is
+    the label's own base type with probability ``bias`` and another one otherwise, in the
+    training and validation splits; the test split draws bases independently (bias 1/3). Then
+    ``floor(perturb |E|)`` random edges are added (never rationale edges)."""
+    n_per_class = as_positive_int(n_per_class, "n_per_class")
+    split = as_choice(split, "split", ("train", "val", "test"))
+    if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not 0 <= bias <= 1:
+        raise ValueError(f"bias: expected a probability in [0, 1], got {bias!r}")
+    if not 0 <= perturb < 1:
+        raise ValueError(f"perturb: expected a fraction in [0, 1), got {perturb!r}")
+    b = 1 / 3 if split == "test" else float(bias)
+    rng = np.random.default_rng(seed)
+    graphs = []
+    for y in np.repeat(np.arange(3), n_per_class):
+        others = [k for k in range(3) if k != y]
+        kind = int(y) if rng.random() < b else others[int(rng.integers(2))]
+        g, gt = _attach(_spmotif_base(kind, rng), [SPMOTIF_LABELS[y]], rng)
+        n, extra = g.number_of_nodes(), int(perturb * g.number_of_edges())
+        while extra > 0:
+            u, v = (int(a) for a in rng.choice(n, 2, replace=False))
+            if not g.has_edge(u, v):
+                g.add_edge(u, v)
+                extra -= 1
+        graphs.append(_to_graph(g, gt, int(y), (SPMOTIF_LABELS[y],), base=kind))
+    return [graphs[i] for i in rng.permutation(len(graphs))]
