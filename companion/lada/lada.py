@@ -15,6 +15,7 @@ the next ids ``C_seen, C_seen + 1, ...``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 
@@ -24,7 +25,7 @@ from torch import nn
 
 from companion.validation import as_positive_int
 
-__all__ = ["LabelMemory", "CosineClassifier", "DPTBank", "check_features", "check_new_labels"]
+__all__ = ["LabelMemory", "CosineClassifier", "DPTBank", "kmeans_centres", "check_features", "check_new_labels"]
 
 
 def check_features(v: torch.Tensor, name: str, dim: int | None = None) -> torch.Tensor:
@@ -57,6 +58,23 @@ def _unit(v: torch.Tensor) -> torch.Tensor:
     return nn.functional.normalize(v, dim=1)
 
 
+_KMEANS: dict[tuple[str, int, int], np.ndarray] = {}
+
+
+def kmeans_centres(x: np.ndarray, k: int, seed: int = 42) -> np.ndarray:
+    """The ``min(k, n)`` centres of a k-means clustering of the rows of ``x`` (10 restarts, fixed
+    seed). The result is deterministic, so it is memoised on the bytes of ``x``: the ablations of a
+    chapter cluster the same class's features once, not once per learner."""
+    from sklearn.cluster import KMeans
+
+    key = (hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest(), int(k), int(seed))
+    if key not in _KMEANS:
+        if len(_KMEANS) > 4096:
+            _KMEANS.clear()
+        _KMEANS[key] = KMeans(n_clusters=min(k, len(x)), n_init=10, random_state=seed).fit(x).cluster_centers_
+    return _KMEANS[key]
+
+
 class LabelMemory(nn.Module):
     """Label-specific memory units: W_c, lambda_1 vectors of class c, eq. (lada-memory)."""
 
@@ -74,8 +92,6 @@ class LabelMemory(nn.Module):
     def add_classes(self, feats_norm: torch.Tensor, labels: torch.Tensor, k: int) -> None:
         """Initialise W_c for every class of a new task with the k-means centres of its normalised
         features (``min(k, n_c)`` centres, 10 restarts), trainable until :meth:`freeze_current`."""
-        from sklearn.cluster import KMeans
-
         k = as_positive_int(k, "k")
         feats_norm = check_features(feats_norm, "feats_norm", self.dim)
         if self.current is not None:
@@ -85,9 +101,8 @@ class LabelMemory(nn.Module):
         centres, owner = [], []
         for c in classes:
             xc = x[(labels == c).cpu().numpy()]
-            km = KMeans(n_clusters=min(k, len(xc)), n_init=10, random_state=self.seed).fit(xc)
-            centres.append(km.cluster_centers_)
-            owner += [c] * len(km.cluster_centers_)
+            centres.append(kmeans_centres(xc, k, self.seed))
+            owner += [c] * len(centres[-1])
         w = torch.tensor(np.concatenate(centres), dtype=torch.float32, device=feats_norm.device)
         self.current = nn.Parameter(w)
         self.class_of = torch.cat([self.class_of.to(w.device), torch.tensor(owner, device=w.device)])
