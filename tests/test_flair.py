@@ -278,3 +278,31 @@ def test_run_stream_feeds_labels_back_after_predicting():
         fl.run_stream(table, {})
     with pytest.raises(ValueError, match="^drift"):
         fl.run_stream(table, {"AVI": fl.AVI()}, drift=("merge",))
+
+
+def test_ridge_on_context_is_the_closed_form_and_knn_averages_neighbours():
+    tfm = _tfm()
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((12, fl.D_FEATURES))
+    y = rng.standard_normal(12)
+    ridge, knn = st.RidgeContext(tfm, capacity=10, alpha=0.5), st.KNNContext(tfm, capacity=10, k=3)
+    for x, t in zip(X[:10], y[:10]):
+        ridge.observe(x, t)
+        knn.observe(x, t)
+    with torch.no_grad():
+        Z = tfm(torch.tensor(X, dtype=torch.float32))[0].numpy().astype(float)
+    mu, sd = Z[:10].mean(0), Z[:10].std(0) + 1e-6
+    A = np.c_[(Z[:10] - mu) / sd, np.ones(10)]
+    P = 0.5 * np.eye(A.shape[1])
+    P[-1, -1] = 0.0
+    w = np.linalg.lstsq(A.T @ A + P, A.T @ y[:10], rcond=None)[0]
+    assert ridge.predict(X[10], None) == pytest.approx(np.r_[(Z[10] - mu) / sd, 1] @ w, rel=1e-4, abs=1e-4)
+    near = np.argsort(((Z[:10] - Z[10]) ** 2).sum(1))[:3]
+    assert knn.predict(X[10], None) == pytest.approx(y[near].mean(), rel=1e-5)
+
+
+def test_audit_compares_the_database_with_the_mirror():
+    out = fl.audit(fl.DriftingTable(fl.connect("duckdb"), 2000, seed=4), 30, seed=0)
+    assert out["exact"] and out["gmq_avi"] >= 1 and out["gmq_explain"] >= 1
+    assert 0 <= out["share_default"] <= 1
+    assert "gmq_explain" not in fl.audit(fl.DriftingTable(fl.connect("sqlite"), 500, seed=4), 10)

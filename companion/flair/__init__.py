@@ -12,13 +12,13 @@ from .db import (DRIFTS, ColumnHistograms, Connection, DriftingTable, RangeQuery
                  draw_rows, parse_explain, sample_concept, sample_queries, to_sql)
 from .model import (D_FEATURES, FLAIR, ContextMemory, DynamicDecisionEngine, TaskFeaturizer, featurize,
                     fit_tfm, label, meta_train, prior_nll, sample_prior_batch, weighted_mse)
-from .stream import (AVI, EngineEstimate, FineTuned, InContext, KNNContext, Method, Static, decode, gmq,
-                     offline_workload, q_error, run_stream, summarize)
+from .stream import (AVI, EngineEstimate, FineTuned, InContext, KNNContext, Method, RidgeContext, Static,
+                     audit, decode, gmq, offline_workload, q_error, run_stream, summarize)
 from .train import load_dde, load_or_train
 
 __all__ = ["DRIFTS", "ColumnHistograms", "Connection", "DriftingTable", "RangeQuery", "avi_estimate",
            "connect", "draw_rows", "parse_explain", "sample_concept", "sample_queries", "to_sql",
            "D_FEATURES", "FLAIR", "ContextMemory", "DynamicDecisionEngine", "TaskFeaturizer", "featurize",
            "fit_tfm", "label", "meta_train", "prior_nll", "sample_prior_batch", "weighted_mse", "AVI",
-           "EngineEstimate", "FineTuned", "InContext", "KNNContext", "Method", "Static", "decode", "gmq",
-           "offline_workload", "q_error", "run_stream", "summarize", "load_dde", "load_or_train"]
+           "EngineEstimate", "FineTuned", "InContext", "KNNContext", "Method", "RidgeContext", "Static", "decode", "gmq",
+           "offline_workload", "q_error", "run_stream", "summarize", "audit", "load_dde", "load_or_train"]
