@@ -244,3 +244,35 @@ def test_training_is_seeded_and_snapshots():
     assert steps_for_flops(10, 3) == 3
     with pytest.raises(ValueError, match="pool"):
         train_for_flops(method, pool[:4], 1, batch=16)
+
+
+def test_extract_pools_matches_features():
+    from companion.ocl import extract, extract_pools
+    vit = TinyViT()
+    x = torch.rand(5, 1, 16, 16)
+    both = extract_pools(vit, x, batch=2)
+    assert torch.allclose(both["cls"], extract(vit, x, "cls"), atol=1e-6)
+    assert torch.allclose(both["mean"], extract(vit, x, "mean"), atol=1e-6)
+
+
+def test_methods_refuse_bad_settings():
+    from companion.ocl import build_method
+    with pytest.raises(ValueError, match="name"):
+        build_method("BYOL", TinyViT())
+    with pytest.raises(ValueError, match="vit"):
+        OCL(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="mask_ratio"):
+        OCL(TinyViT(), 0.99)
+    with pytest.raises(ValueError, match="batch"):
+        OCL(TinyViT()).flops_per_step(1)
+
+
+def test_extract_views_is_the_mean_of_the_two_views_cls():
+    from companion.ocl import extract_views
+    vit = TinyViT().eval()
+    x = torch.rand(3, 1, 16, 16)
+    got = extract_views(vit, x, 0.75, seed=4)
+    va, vb, _, _ = occlusion_views(vit.tokens(x), 0.75, torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        want = 0.5 * (vit.encode(va)[:, 0] + vit.encode(vb)[:, 0])
+    assert torch.allclose(got, want, atol=1e-5)

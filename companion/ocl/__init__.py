@@ -12,11 +12,12 @@ from .glyphs import CHARS, TEST_FONTS, TRAIN_FONTS, list_bundled_fonts, render_g
 from .losses import mae_loss, nt_xent, ocl_loss, tsp_similarity
 from .methods import (MAE, METHODS, OCL, SimCLR, augment, build_method, count_flops, keep_count,
                       occlusion_views)
-from .probe import extract, few_shot_split, linear_probe
+from .probe import extract, extract_pools, extract_views, few_shot_split, linear_probe
 from .vit import TinyViT, sincos_pos_embed_2d
 
 __all__ = ["History", "steps_for_flops", "train_for_flops", "CHARS", "TEST_FONTS", "TRAIN_FONTS",
            "list_bundled_fonts", "render_glyphs", "mae_loss", "nt_xent", "ocl_loss",
            "tsp_similarity", "MAE", "METHODS", "OCL", "SimCLR", "augment", "build_method",
-           "count_flops", "keep_count", "occlusion_views", "extract", "few_shot_split",
+           "count_flops", "keep_count", "occlusion_views", "extract", "extract_pools", "extract_views",
+           "few_shot_split",
            "linear_probe", "TinyViT", "sincos_pos_embed_2d"]

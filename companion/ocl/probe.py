@@ -7,9 +7,10 @@ import numbers
 import torch
 import torch.nn.functional as F
 
+from .methods import occlusion_views
 from .vit import TinyViT, check_images
 
-__all__ = ["extract", "linear_probe", "few_shot_split"]
+__all__ = ["extract", "extract_pools", "extract_views", "linear_probe", "few_shot_split"]
 
 
 @torch.no_grad()
@@ -21,6 +22,32 @@ def extract(vit: TinyViT, x: torch.Tensor, pool: str = "cls", batch: int = 512) 
     out = torch.cat([vit.features(x[i:i + batch], pool) for i in range(0, len(x), batch)])
     vit.train(was_training)
     return out
+
+
+@torch.no_grad()
+def extract_pools(vit: TinyViT, x: torch.Tensor, batch: int = 512) -> dict[str, torch.Tensor]:
+    """Both features of full images in one pass: ``{"cls": [N, D], "mean": [N, D]}``."""
+    x = check_images(x, "x", vit.patch)
+    was_training = vit.training
+    vit.eval()
+    h = torch.cat([vit.encode(vit.tokens(x[i:i + batch])) for i in range(0, len(x), batch)])
+    vit.train(was_training)
+    return {"cls": h[:, 0], "mean": h[:, 1:].mean(1)}
+
+
+@torch.no_grad()
+def extract_views(vit: TinyViT, x: torch.Tensor, mask_ratio: float, seed: int = 0) -> torch.Tensor:
+    """Features as OCL trains on them: the mean of the CLS outputs of the two occluded views
+    of eq. (ocl-views), ``[N, D]``; compared with :func:`extract`, it shows how much a probe on
+    full images loses to the change of sequence length (9 tokens in training, 65 here)."""
+    x = check_images(x, "x", vit.patch)
+    was_training = vit.training
+    vit.eval()
+    view_a, view_b, _, _ = occlusion_views(vit.tokens(x), mask_ratio,
+                                           torch.Generator().manual_seed(seed))
+    z = vit.encode(torch.cat([view_a, view_b]))[:, 0]
+    vit.train(was_training)
+    return 0.5 * (z[: len(x)] + z[len(x):])
 
 
 def few_shot_split(y: torch.Tensor, shots: int, seed: int = 0) -> torch.Tensor:
