@@ -318,15 +318,21 @@ def train_composition(pi_r: ReasoningPolicy, library: list[WorldModel], data: di
 def evaluate(policy, domain: Domain, n: int = 60, seed: int = 0) -> tuple[pd.DataFrame, Episodes]:
     """Run ``n`` episodes (the same ones for every policy given the same ``seed``).
 
-    Returns one row per episode (task, success, steps) and the finished episodes.
+    Returns one row per episode (task, success, steps) and the finished episodes, which keep
+    every step's actions, effects and blocking modifiers (``actions``, ``changed``, ``blocked``).
     """
     ep = Episodes.start(domain, n, seed)
     index = getattr(policy, "index", None)
     if getattr(policy, "trace", None) is not None:
         policy.trace = []
-    blocked = []
-    run(ep, policy, index, lambda e, a, s2, ch: blocked.append(blocked_by(e.domain, e.s, a)))
-    ep.blocked = blocked
+    ep.blocked, ep.actions, ep.changed = [], [], []
+
+    def keep(e, a, s_next, changed):
+        e.blocked.append(blocked_by(e.domain, e.s, a))
+        e.actions.append(a)
+        e.changed.append(changed)
+
+    run(ep, policy, index, keep)
     frame = pd.DataFrame({"task": ep.tasks, "success": ep.done, "steps": ep.steps})
     return frame, ep
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 from sklearn.cluster import KMeans
 
 from .minihome import A, F, check_actions, check_states
@@ -33,7 +34,8 @@ class PrototypeIndex:
         if not prototypes or any(p.ndim != 2 or p.shape[1] != P or len(p) == 0 for p in prototypes):
             raise ValueError(f"prototypes: expected a non-empty list of (k_j, {P}) arrays")
         self.prototypes = [np.asarray(p, dtype=np.float32) for p in prototypes]
-        self._all = np.concatenate(self.prototypes)
+        self._all = torch.from_numpy(np.concatenate(self.prototypes))
+        self._sq = (self._all**2).sum(1)[None]
         self._starts = np.cumsum([0] + [len(p) for p in prototypes[:-1]])
 
     @classmethod
@@ -57,8 +59,9 @@ class PrototypeIndex:
         phi = np.asarray(phi, dtype=np.float32)
         if phi.ndim != 2 or phi.shape[1] != P:
             raise ValueError(f"phi: expected shape (B, {P}), got {phi.shape}")
-        d2 = (phi**2).sum(1)[:, None] - 2 * phi @ self._all.T + (self._all**2).sum(1)[None]
-        return np.minimum.reduceat(np.maximum(d2, 0), self._starts, axis=1)
+        x = torch.from_numpy(phi)  # torch: one thread, as the chapter sets it (BLAS may use many)
+        d2 = ((x**2).sum(1, keepdim=True) - 2 * x @ self._all.T + self._sq).clamp_min_(0).numpy()
+        return np.minimum.reduceat(d2, self._starts, axis=1)
 
     def score(self, traj_phi: np.ndarray) -> np.ndarray:
         """``dist_j(tau)`` ``(N,)`` for one trajectory ``(t, P)`` (lower = better)."""
