@@ -161,7 +161,7 @@ def _package_clean() -> str:
     """Whether ``companion/wormi`` matches the commit (other chapters' files may be edited)."""
     import subprocess
 
-    out = subprocess.run(["git", "status", "--porcelain", "--", str(Path(__file__).parent)],
+    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", str(Path(__file__).parent)],
                          capture_output=True, text=True, cwd=Path(__file__).parent).stdout
     return "companion/wormi clean at the commit" if not out.strip() else "companion/wormi modified"
 
