@@ -70,7 +70,7 @@ class Agents(nn.Module):
 
     def prototypes(self, oracle: bool = False) -> list[np.ndarray]:
         name, n = ("oracle_proto", len(UNSEEN)) if oracle else ("proto", len(LIBRARY))
-        return [getattr(self, f"{name}_{j}").float().numpy() for j in range(n)]
+        return [getattr(self, f"{name}_{j}").float().cpu().numpy() for j in range(n)]
 
     def policy(self, mode: str = "retrieve", K: int = 2, seed: int = 0) -> ImplantedPolicy:
         """The agent in one of :data:`companion.wormi.agent.MODES` (``"oracle"``: use :meth:`oracle`)."""
