@@ -96,7 +96,7 @@ class _Explainer(nn.Module):
 
 
 class GSAT(_Explainer):
-    """GSAT: CE + lambda KL(Bern(p) || Bern(r)), r decayed from ``r0`` to ``r_final`` by 0.1 every
+    """GSAT: CE + lambda KL(Bern(alpha) || Bern(r)), r decayed from ``r0`` to ``r_final`` by 0.1 every
     ``decay_every`` epochs (eq. ``toping-gsat``)."""
 
     def __init__(self, gnn: EdgeWeightedGIN, n_classes: int = 2, lam: float = 1.0, r0: float = 0.9,
@@ -109,9 +109,9 @@ class GSAT(_Explainer):
 
     def forward(self, batch: Batch, epoch: int = 0):
         logits = self.edge_logits(batch)
-        p = torch.sigmoid(logits)
-        out = self.head(self.pooled(batch, self.sample(logits)))
-        return out, p, {"info": self.lam * bernoulli_info_loss(p, self.r(epoch))}
+        alpha = self.sample(logits)  # as in GSAT's code, the KL acts on the sampled weights
+        out = self.head(self.pooled(batch, alpha))
+        return out, torch.sigmoid(logits), {"info": self.lam * bernoulli_info_loss(alpha, self.r(epoch))}
 
 
 class TopInG(_Explainer):
