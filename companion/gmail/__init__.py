@@ -22,7 +22,7 @@ from .data import (DIGIT_NAMES, THICKNESS, Split, Splits, caption_ids, caption_s
 from .experiment import Budget, Experiment
 from .generator import FINGERPRINT_SCALE, PCAGaussGenerator, fingerprint
 from .losses import caption_ce_loss, caption_logits, gen_real_alignment_loss
-from .metrics import caption_accuracy, centroid_gap, domain_classifier_accuracy, paired_cosine
+from .metrics import caption_accuracy, caption_retrieval, concentration, domain_classifier_accuracy, paired_cosine
 from .models import CaptionHead, DualEncoder, ImageEncoder, LoRALinear, add_lora, checksum
 from .train import (ALIGN_MODES, METHODS, finetune_naive, pair_partners, pretrain_real_encoder, train_gmail,
                     train_head)
@@ -31,7 +31,7 @@ __all__ = [
     "DIGIT_NAMES", "THICKNESS", "Split", "Splits", "caption_ids", "caption_strings", "load_digits_splits",
     "thickness", "thickness_terciles", "Budget", "Experiment", "FINGERPRINT_SCALE", "PCAGaussGenerator",
     "fingerprint", "caption_ce_loss", "caption_logits", "gen_real_alignment_loss", "caption_accuracy",
-    "centroid_gap", "domain_classifier_accuracy", "paired_cosine", "CaptionHead", "DualEncoder", "ImageEncoder",
+    "caption_retrieval", "concentration", "domain_classifier_accuracy", "paired_cosine", "CaptionHead", "DualEncoder", "ImageEncoder",
     "LoRALinear", "add_lora", "checksum", "ALIGN_MODES", "METHODS", "finetune_naive", "pair_partners",
     "pretrain_real_encoder", "train_gmail", "train_head",
 ]

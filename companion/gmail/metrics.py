@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from ._checks import as_batch, as_ids, as_int, same_rows
 from .losses import caption_logits
 
-__all__ = ["paired_cosine", "domain_classifier_accuracy", "centroid_gap", "caption_accuracy"]
+__all__ = ["paired_cosine", "domain_classifier_accuracy", "concentration", "caption_retrieval", "caption_accuracy"]
 
 
 def paired_cosine(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -19,37 +19,33 @@ def paired_cosine(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(F.cosine_similarity(a, b, dim=1).mean())
 
 
-def centroid_gap(z_real: torch.Tensor, z_gen: torch.Tensor) -> float:
-    """Distance between the mean real and the mean generated embedding."""
-    z_real, z_gen = as_batch(z_real, "z_real"), as_batch(z_gen, "z_gen", dim=z_real.shape[1])
-    return float((z_real.mean(0) - z_gen.mean(0)).norm())
+def concentration(z: torch.Tensor) -> float:
+    """Length of the mean of the unit vectors ``z``: 1 if they all point one way, near 0 if spread."""
+    return float(F.normalize(as_batch(z, "z"), dim=1).mean(0).norm())
 
 
-def domain_classifier_accuracy(z_real: torch.Tensor, z_gen: torch.Tensor, folds: int = 5, seed: int = 0,
-                               center: bool = False) -> float:
+def caption_retrieval(z: torch.Tensor, cap: torch.Tensor, z_ref: torch.Tensor, cap_ref: torch.Tensor) -> float:
+    """Share of ``z`` whose nearest caption centroid of the reference set ``z_ref`` (cosine) is their own."""
+    z, z_ref = as_batch(z, "z"), as_batch(z_ref, "z_ref")
+    cap, cap_ref = as_ids(cap, "cap", len(z)), as_ids(cap_ref, "cap_ref", len(z_ref))
+    present = torch.unique(cap_ref)
+    cents = torch.stack([z_ref[cap_ref == c].mean(0) for c in present.tolist()])
+    pred = present[(F.normalize(z, dim=1) @ F.normalize(cents, dim=1).T).argmax(1)]
+    return float((pred == cap).double().mean())
+
+
+def domain_classifier_accuracy(z_real: torch.Tensor, z_gen: torch.Tensor, folds: int = 5, seed: int = 0) -> float:
     """Cross-validated accuracy of a logistic regression telling real from generated embeddings
-    (0.5: the two are indistinguishable to a linear probe; 1: two separate clusters). With
-    ``center=True`` each set's own mean is subtracted first, so a constant offset between the two
-    sets no longer counts: what is left is a difference of shape."""
+    (0.5: the two are indistinguishable to a linear probe; 1: two separate clusters)."""
     from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import StratifiedKFold
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
 
     z_real, z_gen = as_batch(z_real, "z_real"), as_batch(z_gen, "z_gen", dim=z_real.shape[1])
     folds = as_int(folds, "folds", minimum=2)
     X = torch.cat([z_real, z_gen]).detach().double().cpu().numpy()
-    y = np.r_[np.zeros(len(z_real)), np.ones(len(z_gen))].astype(int)
+    y = np.r_[np.zeros(len(z_real)), np.ones(len(z_gen))]
     cv = StratifiedKFold(folds, shuffle=True, random_state=as_int(seed, "seed", minimum=0))
-    scores = []
-    for train, test in cv.split(X, y):
-        Xtr, Xte = X[train].copy(), X[test].copy()
-        if center:  # each set's mean from the training fold only, so no test point shifts itself
-            for k in (0, 1):
-                mean = Xtr[y[train] == k].mean(0)
-                Xtr[y[train] == k] -= mean
-                Xte[y[test] == k] -= mean
-        clf = LogisticRegression(max_iter=2000).fit(Xtr, y[train])
-        scores.append(clf.score(Xte, y[test]))
-    return float(np.mean(scores))
+    return float(cross_val_score(LogisticRegression(max_iter=2000), X, y, cv=cv).mean())
 
 
 def caption_accuracy(head, z: torch.Tensor, cap: torch.Tensor, text_bank: torch.Tensor) -> float:

@@ -110,7 +110,7 @@ def finetune_naive(f_r: ImageEncoder, x: torch.Tensor, cap: torch.Tensor, text_b
 def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x_pool: torch.Tensor,
                 cap_pool: torch.Tensor, *, text_bank: torch.Tensor | None = None, lam_txt: float = 0.0,
                 mode: str = "multi", steps: int = 400, batch: int = 128, lr: float = 1e-3, rank: int = 4,
-                tau: float = 0.07, seed: int = 0,
+                tau: float = 0.07, seed: int = 0, own_projection: bool = True,
                 monitor: Callable[[int, DualEncoder], None] | None = None) -> DualEncoder:
     """GMAIL's alignment stage: f_g (LoRA copy + generated projection) trained so that f_g(x_g) finds
     f_r(x_r) of a real image with the same caption; f_r never changes.
@@ -119,7 +119,8 @@ def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x
     eq. (gmail-multi). ``"eq1"``: exactly eq. (gmail-align) on caption-unique batches (at most one
     pair per caption). ``"eq1-repeats"``: eq. (gmail-align) on random batches, where same-caption
     pairs are wrongly treated as negatives. ``lam_txt > 0`` adds the caption loss on f_g(x_g)
-    (needs ``text_bank``). ``monitor(step, dual)`` is called before step 0 and after every step.
+    (needs ``text_bank``). ``own_projection=False`` keeps P_g equal to P_r (frozen), so that only
+    the LoRA factors move. ``monitor(step, dual)`` is called before step 0 and after every step.
     """
     x_gen, x_pool = as_batch(x_gen, "x_gen", dim=64), as_batch(x_pool, "x_pool", dim=64)
     cap_gen, cap_pool = as_ids(cap_gen, "cap_gen", len(x_gen)), as_ids(cap_pool, "cap_pool", len(x_pool))
@@ -131,6 +132,7 @@ def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x
     batch, steps = as_int(batch, "batch", minimum=2), as_int(steps, "steps", minimum=0)
     torch.manual_seed(as_int(seed, "seed", minimum=0))
     dual = DualEncoder(f_r, rank=rank)
+    dual.proj_g.requires_grad_(bool(own_projection))
     gen = _generator(seed)
     z_pool = dual.embed_real(x_pool)  # f_r is frozen: its embeddings are computed once
     by_cap = [torch.nonzero(cap_gen == c).reshape(-1) for c in range(int(cap_gen.max()) + 1)]
