@@ -183,6 +183,9 @@ def test_learners_run_the_whole_interface_on_a_toy_stream():
         r = lada.run_stream(learner, stream)
         assert r.A.shape == (2, 2) and np.isnan(r.A[0, 1]) and np.isfinite(r.A[1]).all()
         assert r.params[-1] >= r.params[0]
+    calls = []
+    lada.run_stream(lada.NCM(6), stream, after_task=lambda j, learner: calls.append((j, learner.n_classes)))
+    assert calls == [(0, 3), (1, 5)]
     table = lada.summary_table({"NCM": [lada.run_stream(lada.NCM(6), stream)]})
     assert list(table.index) == ["NCM"] and table.loc["NCM", "seeds"] == 1
 
@@ -243,3 +246,17 @@ def test_bad_input_is_refused_with_the_argument_named():
         lada.build_stream(order=[0, 0, 1, 2, 3, 4])
     with pytest.raises(ValueError, match="x: expected images of shape"):
         lada.GlyphCNN()(torch.ones(2, 3, 16, 16))
+
+
+def test_step_timing_runs_in_every_regime_and_caching_keeps_labels():
+    x = torch.rand(30, 1, 16, 16, generator=torch.Generator().manual_seed(0))
+    y = torch.arange(30) % 3 + 5
+    enc = lada.pretrain_encoder(x, y, epochs=1, feat_dim=8)
+    for mode in ("cached", "encoder-forward", "encoder-backward"):
+        assert lada.step_seconds(enc, x, y, mode, steps=2, lam1=2, batch=8) > 0
+    before = lada.checksum(enc)
+    (task,) = lada.cache_features(enc, [Task("t", [5, 6, 7], x, y, x[:6], y[:6])])
+    assert task.train_x.shape == (30, 8) and torch.equal(task.train_y, y)
+    assert lada.checksum(enc) == before  # the backward regime trains a copy, never the encoder
+    with pytest.raises(ValueError, match="mode: expected one of"):
+        lada.step_seconds(enc, x, y, "finetune")

@@ -94,12 +94,13 @@ def _evaluate(learner, stream, j, select, out) -> None:
 
 
 @torch.no_grad()
-def run_stream(learner, stream, selects: tuple[str, ...] | None = None):
+def run_stream(learner, stream, selects: tuple[str, ...] | None = None, after_task=None):
     """Learn the tasks of ``stream`` (features cached) in order, evaluating after every task.
 
     Returns a :class:`StreamResult`; for a :class:`~companion.lada.learners.TaskAdapters`,
     ``selects`` evaluates the same trained adapters with several selectors and returns a dict
-    ``{select: StreamResult}``.
+    ``{select: StreamResult}``. ``after_task(j, learner)``, if given, is called after task j
+    has been learned (to take a snapshot of the parameters, for instance).
     """
     if not stream:
         raise ValueError("stream: expected at least one task, got none")
@@ -110,6 +111,8 @@ def run_stream(learner, stream, selects: tuple[str, ...] | None = None):
     for j, task in enumerate(stream):
         with torch.enable_grad():
             learner.learn_task(task)
+        if after_task is not None:
+            after_task(j, learner)
         for s in names:
             _evaluate(learner, stream, j, s or getattr(learner, "select", None), outs[s])
     sps = learner.train_seconds / learner.train_steps if learner.train_steps else float("nan")
