@@ -353,6 +353,8 @@ def test_models_train_and_the_topological_term_has_a_gradient():
     assert sal.shape == (sum(len(g.edges) for g in graphs[32:]),) and (sal >= 0).all()
     with pytest.raises(ValueError, match="epochs"):
         tp.fit(m, graphs[:32], graphs[32:], epochs=0)
+    with pytest.raises(ValueError, match="train"):
+        tp.fit(m, [], graphs[32:], epochs=1)
     with pytest.raises(ValueError, match="graphs"):
         tp.collate([])
 
@@ -375,3 +377,27 @@ def test_spmotif_labels_motifs_and_spurious_bases():
         tp.make_spmotif(5, bias=0.5, split="dev")
     with pytest.raises(ValueError, match="perturb"):
         tp.make_spmotif(5, bias=0.5, perturb=1.0)
+
+
+def test_self_check_passes_and_total_persistence_by_hand():
+    ok, err = tp.persistence_self_check(n_graphs=8, n_grad=2, seed=3)
+    assert ok and err < 1e-6
+    # triangle cut at 0.5: G_X = {e0} (time 0.1), G_eps = {e1, e2} (times 0.2, 0.3)
+    f = torch.tensor([0.9, 0.2, 0.3], dtype=torch.float64)
+    total = tp.total_persistence(3, torch.tensor([[0, 1], [1, 2], [0, 2]]), f)
+    # T_X: (0, .1) + 2 essential (0, .5); T_eps: (0, .2), (0, .3), 1 essential (0, .5)
+    assert float(total) == pytest.approx(0.1 + 1.0 + 0.2 + 0.3 + 0.5)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: tp.EdgeWeightedGIN(0), "in_dim"),
+    (lambda: tp.EdgeWeightedGIN(1, dropout=1.0), "dropout"),
+    (lambda: tp.TopInG(tp.EdgeWeightedGIN(1, hidden=4), cut=1.0), "cut"),
+    (lambda: tp.TopInG(tp.EdgeWeightedGIN(1, hidden=4), alpha=-1.0), "alpha"),
+    (lambda: tp.TopInG(tp.EdgeWeightedGIN(1, hidden=4), tau=0.0), "tau"),
+    (lambda: tp.GSAT(tp.EdgeWeightedGIN(1, hidden=4), r0=1.0), "r0"),
+    (lambda: tp.GSAT(tp.EdgeWeightedGIN(1, hidden=4), n_classes=1), "n_classes"),
+])
+def test_models_bad_input(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()

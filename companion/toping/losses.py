@@ -12,7 +12,7 @@ from torch import nn
 from companion.toping.persistence import Diagram
 
 __all__ = ["RationalHat", "topo_discrepancy", "gaussian_mixture_prior", "bernoulli_info_loss",
-           "diagram_w1", "diagram_w1_line", "diagram_w1_lines"]
+           "diagram_w1_line", "diagram_w1_lines"]
 
 
 class RationalHat(nn.Module):
@@ -128,16 +128,3 @@ def diagram_w1_line(a, b, diag_a, diag_b) -> float:
     """:func:`diagram_w1_lines` of one pair of line diagrams."""
     return float(diagram_w1_lines([np.asarray(a, float)], [np.asarray(b, float)],
                                   [np.asarray(diag_a, float)], [np.asarray(diag_b, float)])[0])
-
-
-def diagram_w1(x: Diagram, e: Diagram) -> float:
-    """W1 between two diagrams of one graph's cut (H0 plus H1), ``L_inf`` ground metric.
-
-    H0 points are (0, d): along the line birth = 0, at distance d / 2 from the diagonal;
-    H1 points are (b, cap): along death = cap, at distance (cap - b) / 2.
-    """
-    total = 0.0
-    for dim, coord in ((0, 1), (1, 0)):
-        p, q = (d.points(dim)[0].detach().double().cpu().numpy() for d in (x, e))
-        total += diagram_w1_line(p[:, coord], q[:, coord], (p[:, 1] - p[:, 0]) / 2, (q[:, 1] - q[:, 0]) / 2)
-    return total

@@ -18,6 +18,7 @@ from companion.toping.data import Batch, Graph, collate
 from companion.toping.losses import (RationalHat, bernoulli_info_loss, gaussian_mixture_prior,
                                      topo_discrepancy)
 from companion.toping.persistence import batch_cut_persistence
+from companion.validation import as_positive_int
 
 __all__ = ["EdgeWeightedGIN", "GINClassifier", "GSAT", "TopInG", "saliency_explain", "History", "fit",
            "predict"]
@@ -32,6 +33,10 @@ class EdgeWeightedGIN(nn.Module):
 
     def __init__(self, in_dim: int, hidden: int = 64, layers: int = 2, dropout: float = 0.3):
         super().__init__()
+        for name, value in (("in_dim", in_dim), ("hidden", hidden), ("layers", layers)):
+            as_positive_int(value, name)
+        if not 0 <= dropout < 1:
+            raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
         self.mlps = nn.ModuleList(_mlp(in_dim if i == 0 else hidden, hidden, hidden) for i in range(layers))
         self.eps = nn.Parameter(torch.zeros(layers))
         self.dropout = nn.Dropout(dropout)
@@ -74,6 +79,9 @@ class _Explainer(nn.Module):
 
     def __init__(self, gnn: EdgeWeightedGIN, n_classes: int, extra_features: int = 0, tau: float = 1.0):
         super().__init__()
+        as_positive_int(n_classes, "n_classes", minimum=2)
+        if not tau > 0:
+            raise ValueError(f"tau: expected a temperature > 0, got {tau!r}")
         self.gnn, self.tau = gnn, tau
         self.extractor = _mlp(2 * gnn.hidden, gnn.hidden, 1)
         self.head = _mlp(gnn.hidden + extra_features, gnn.hidden, n_classes)
@@ -102,6 +110,9 @@ class GSAT(_Explainer):
     def __init__(self, gnn: EdgeWeightedGIN, n_classes: int = 2, lam: float = 1.0, r0: float = 0.9,
                  r_final: float = 0.7, decay_every: int = 10, tau: float = 1.0):
         super().__init__(gnn, n_classes, tau=tau)
+        if not 0 < r_final <= r0 < 1:
+            raise ValueError(f"r0: expected 0 < r_final <= r0 < 1, got r0={r0!r}, r_final={r_final!r}")
+        as_positive_int(decay_every, "decay_every")
         self.lam, self.r0, self.r_final, self.decay_every = lam, r0, r_final, decay_every
 
     def r(self, epoch: int) -> float:
@@ -124,6 +135,10 @@ class TopInG(_Explainer):
     def __init__(self, gnn: EdgeWeightedGIN, n_classes: int = 2, n_hats: int = 8, alpha: float = 0.01,
                  beta: float = 1.0, gamma: float = 0.005, cut: float = 0.5, tau: float = 1.0, seed: int = 0):
         super().__init__(gnn, n_classes, extra_features=4 * n_hats, tau=tau)
+        if not 0 < cut < 1:
+            raise ValueError(f"cut: expected a number in (0, 1), got {cut!r}")
+        if alpha < 0 or beta < 0:
+            raise ValueError(f"alpha: the weights alpha and beta must be >= 0, got {alpha!r}, {beta!r}")
         self.hats = RationalHat(n_hats, seed=seed)
         self.rho = nn.Parameter(torch.full((2,), float(np.log(np.expm1(0.25 - 1e-3)))))  # r = 0.25
         self.alpha, self.beta, self.gamma, self.cut = alpha, beta, gamma, cut
@@ -184,8 +199,9 @@ def fit(model: nn.Module, train: list[Graph], val: list[Graph], epochs: int, lr:
     (ties: lowest validation loss), as the paper selects models."""
     import time
 
-    if epochs < 1:
-        raise ValueError(f"epochs: expected an integer >= 1, got {epochs!r}")
+    as_positive_int(epochs, "epochs")
+    if not train or not val:
+        raise ValueError(f"train: expected non-empty training and validation sets, got {len(train)} and {len(val)}")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
