@@ -10,6 +10,15 @@ from companion.wormi.models import CompoundAttention, ReasoningPolicy, WorldMode
 from companion.wormi.retrieval import PrototypeIndex, abstract_transition
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: one thread is fastest, and immune to a busy machine; restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _state(*facts):
     s = np.zeros((1, minihome.F), dtype=bool)
     s[0, [FACT[f] for f in facts]] = True
