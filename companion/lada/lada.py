@@ -49,8 +49,9 @@ def check_new_labels(labels: torch.Tensor, n_seen: int, n: int) -> list[int]:
                          f"{tuple(labels.shape) if isinstance(labels, torch.Tensor) else labels!r}")
     classes = sorted(int(c) for c in torch.unique(labels))
     if classes != list(range(n_seen, n_seen + len(classes))):
+        seen = f"ids already seen: 0..{n_seen - 1}" if n_seen else "no id seen yet"
         raise ValueError(f"labels: a new task must bring the contiguous ids {n_seen}, {n_seen + 1}, ... "
-                         f"(ids already seen: 0..{n_seen - 1}), got {classes}")
+                         f"({seen}), got {classes}")
     return classes
 
 
@@ -199,7 +200,9 @@ class DPTBank:
 
     def fit_classes(self, raw_feats: torch.Tensor, labels: torch.Tensor) -> None:
         """Fit lambda_2 spherical components per class (fewer, with a warning, for a class with fewer
-        samples) on the raw, unnormalised features: means p_l, sigma_l^2 = Tr(Sigma_l)/d, weights pi_l."""
+        samples) on the raw, unnormalised features: means p_l, sigma_l^2 = Tr(Sigma_l)/d, weights pi_l.
+        The variance floor is 1e-4 (scikit-learn's default, which the official code keeps, is 1e-6),
+        so that a component holding a single sample keeps a visible, still negligible, spread."""
         from sklearn.mixture import GaussianMixture
 
         raw_feats = check_features(raw_feats, "raw_feats")
