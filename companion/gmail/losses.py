@@ -11,11 +11,19 @@ from ._checks import as_batch, as_ids, as_positive, same_rows
 __all__ = ["caption_ce_loss", "gen_real_alignment_loss", "caption_logits"]
 
 
+def _logits(z: torch.Tensor, text_bank: torch.Tensor, logit_scale) -> torch.Tensor:
+    return torch.as_tensor(logit_scale).exp() * F.normalize(z, dim=-1) @ F.normalize(text_bank, dim=-1).T
+
+
 def caption_logits(z: torch.Tensor, text_bank: torch.Tensor, logit_scale) -> torch.Tensor:
     """e^s cos(z_i, t_c) for every image i and caption c: (B, C)."""
-    z = F.normalize(as_batch(z, "z"), dim=-1)
-    text_bank = F.normalize(as_batch(text_bank, "text_bank", dim=z.shape[1]), dim=-1)
-    return torch.as_tensor(logit_scale).exp() * z @ text_bank.T
+    z = as_batch(z, "z")
+    return _logits(z, as_batch(text_bank, "text_bank", dim=z.shape[1]), logit_scale)
+
+
+def _caption_ce(z, text_bank, ids, logit_scale) -> torch.Tensor:
+    """:func:`caption_ce_loss` without the argument checks, for training loops."""
+    return F.cross_entropy(_logits(z, text_bank, logit_scale), ids)
 
 
 def caption_ce_loss(z: torch.Tensor, text_bank: torch.Tensor, ids: torch.Tensor, logit_scale) -> torch.Tensor:
@@ -35,10 +43,15 @@ def gen_real_alignment_loss(z_gen: torch.Tensor, z_real: torch.Tensor, caption_i
     """
     z_gen, z_real = as_batch(z_gen, "z_gen"), as_batch(z_real, "z_real")
     same_rows(z_gen, z_real, "z_gen, z_real")
-    S = F.normalize(z_gen, dim=-1) @ F.normalize(z_real, dim=-1).T / as_positive(tau, "tau")
-    if caption_ids is None:
+    ids = None if caption_ids is None else as_ids(caption_ids, "caption_ids", len(z_gen), n_captions=None)
+    return _alignment(z_gen, z_real, ids, as_positive(tau, "tau"))
+
+
+def _alignment(z_gen, z_real, ids, tau: float) -> torch.Tensor:
+    """:func:`gen_real_alignment_loss` without the argument checks, for training loops."""
+    S = F.normalize(z_gen, dim=-1) @ F.normalize(z_real, dim=-1).T / tau
+    if ids is None:
         return F.cross_entropy(S, torch.arange(len(S), device=S.device))
-    ids = as_ids(caption_ids, "caption_ids", len(S), n_captions=None)
     pos = (ids[:, None] == ids[None, :]).to(S.dtype)
     log_p = S.log_softmax(dim=1)
     return -((pos * log_p).sum(1) / pos.sum(1)).mean()

@@ -45,7 +45,7 @@ def domain_classifier_accuracy(z_real: torch.Tensor, z_gen: torch.Tensor, folds:
     X = torch.cat([z_real, z_gen]).detach().double().cpu().numpy()
     y = np.r_[np.zeros(len(z_real)), np.ones(len(z_gen))]
     cv = StratifiedKFold(folds, shuffle=True, random_state=as_int(seed, "seed", minimum=0))
-    return float(cross_val_score(LogisticRegression(max_iter=2000), X, y, cv=cv).mean())
+    return float(cross_val_score(LogisticRegression(solver="liblinear", random_state=0), X, y, cv=cv).mean())
 
 
 def caption_accuracy(head, z: torch.Tensor, cap: torch.Tensor, text_bank: torch.Tensor) -> float:

@@ -80,7 +80,10 @@ class DualEncoder(nn.Module):
 
     def embed_gen(self, x: torch.Tensor) -> torch.Tensor:
         """f_g(x) = normalize(P_g(E + LoRA)(x))."""
-        return F.normalize(self.proj_g(self.backbone_g(as_batch(x, "x", dim=64))), dim=-1)
+        return self._gen(as_batch(x, "x", dim=64))
+
+    def _gen(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.proj_g(self.backbone_g(x)), dim=-1)
 
     def trainable(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]

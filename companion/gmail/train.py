@@ -10,7 +10,7 @@ import torch
 
 from ._checks import as_batch, as_ids, as_int, as_nonneg, as_positive
 from .data import Split
-from .losses import caption_ce_loss, gen_real_alignment_loss
+from .losses import _alignment, _caption_ce
 from .models import CaptionHead, DualEncoder, ImageEncoder
 
 __all__ = ["pretrain_real_encoder", "finetune_naive", "train_gmail", "train_head", "pair_partners",
@@ -68,7 +68,7 @@ def pretrain_real_encoder(P: Split, text_bank: torch.Tensor, epochs: int = 150, 
         if step % per_epoch == 0:
             order[:] = [torch.randperm(len(x), generator=gen).to(x.device)]
         i = order[0][(step % per_epoch) * batch:(step % per_epoch + 1) * batch]
-        return caption_ce_loss(f_r(_shift(x[i], gen)), text_bank, cap[i], log_scale)
+        return _caption_ce(f_r(_shift(x[i], gen)), text_bank, cap[i], log_scale)
 
     _fit(list(f_r.parameters()) + [log_scale], loss, as_int(epochs, "epochs") * per_epoch, lr)
     f_r.register_buffer("log_scale", log_scale.detach().clone())
@@ -94,6 +94,7 @@ def finetune_naive(f_r: ImageEncoder, x: torch.Tensor, cap: torch.Tensor, text_b
                    seed: int = 0) -> DualEncoder:
     """Naive mixing, fine-tuned: a LoRA copy of f_r trained with the caption loss on ``x`` (real and
     generated images pooled, generated treated as real). Use its ``embed_gen`` for *every* image."""
+    text_bank = as_batch(text_bank, "text_bank")
     x, cap = as_batch(x, "x", dim=64), as_ids(cap, "cap", len(x), n_captions=len(text_bank))
     torch.manual_seed(as_int(seed, "seed", minimum=0))
     enc = DualEncoder(f_r, rank=rank)
@@ -101,7 +102,7 @@ def finetune_naive(f_r: ImageEncoder, x: torch.Tensor, cap: torch.Tensor, text_b
 
     def loss(step):
         i = torch.randint(0, len(x), (batch,), generator=gen).to(x.device)
-        return caption_ce_loss(enc.embed_gen(x[i]), text_bank, cap[i], f_r.log_scale)
+        return _caption_ce(enc._gen(x[i]), text_bank, cap[i], f_r.log_scale)
 
     _fit(enc.trainable(), loss, as_int(steps, "steps"), as_positive(lr, "lr"))
     return enc.eval()
@@ -126,9 +127,11 @@ def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x
     cap_gen, cap_pool = as_ids(cap_gen, "cap_gen", len(x_gen)), as_ids(cap_pool, "cap_pool", len(x_pool))
     if mode not in ALIGN_MODES:
         raise ValueError(f"mode: expected one of {ALIGN_MODES}, got {mode!r}")
-    lam_txt = as_nonneg(lam_txt, "lam_txt")
+    lam_txt, tau = as_nonneg(lam_txt, "lam_txt"), as_positive(tau, "tau")
     if lam_txt > 0 and text_bank is None:
         raise ValueError("text_bank: needed when lam_txt > 0")
+    if text_bank is not None:
+        text_bank = as_batch(text_bank, "text_bank")
     batch, steps = as_int(batch, "batch", minimum=2), as_int(steps, "steps", minimum=0)
     torch.manual_seed(as_int(seed, "seed", minimum=0))
     dual = DualEncoder(f_r, rank=rank)
@@ -148,10 +151,10 @@ def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x
     def loss(step):
         i = draw()
         j = pair_partners(cap_gen[i], cap_pool, gen)
-        z_g = dual.embed_gen(x_gen[i])
-        out = gen_real_alignment_loss(z_g, z_pool[j], cap_gen[i] if mode == "multi" else None, tau)
+        z_g = dual._gen(x_gen[i])
+        out = _alignment(z_g, z_pool[j], cap_gen[i] if mode == "multi" else None, tau)
         if lam_txt > 0:
-            out = out + lam_txt * caption_ce_loss(z_g, text_bank, cap_gen[i], f_r.log_scale)
+            out = out + lam_txt * _caption_ce(z_g, text_bank, cap_gen[i], f_r.log_scale)
         return out
 
     callback = None if monitor is None else (lambda step: monitor(step, dual))
@@ -163,6 +166,7 @@ def train_head(z: torch.Tensor, cap: torch.Tensor, text_bank: torch.Tensor, step
                lr: float = 1e-3, seed: int = 0) -> CaptionHead:
     """The downstream head on fixed embeddings ``z`` (real and generated pooled: batches drawn
     uniformly, so the two keep their natural proportions), caption cross-entropy."""
+    text_bank = as_batch(text_bank, "text_bank")
     z = as_batch(z, "z", dim=text_bank.shape[1]).detach()
     cap = as_ids(cap, "cap", len(z), n_captions=len(text_bank))
     torch.manual_seed(as_int(seed, "seed", minimum=0))
@@ -171,7 +175,7 @@ def train_head(z: torch.Tensor, cap: torch.Tensor, text_bank: torch.Tensor, step
 
     def loss(step):
         i = torch.randint(0, len(z), (batch,), generator=gen).to(z.device)
-        return caption_ce_loss(head(z[i]), text_bank, cap[i], head.log_scale)
+        return _caption_ce(head(z[i]), text_bank, cap[i], head.log_scale)
 
     _fit(list(head.parameters()), loss, as_int(steps, "steps"), as_positive(lr, "lr"))
     return head.eval()
