@@ -306,3 +306,17 @@ def test_audit_compares_the_database_with_the_mirror():
     assert out["exact"] and out["gmq_avi"] >= 1 and out["gmq_explain"] >= 1
     assert 0 <= out["share_default"] <= 1
     assert "gmq_explain" not in fl.audit(fl.DriftingTable(fl.connect("sqlite"), 500, seed=4), 10)
+
+
+def test_in_context_errors_scale_and_ridge_recovers_a_linear_task():
+    rng = np.random.default_rng(0)
+    cx, qx = rng.standard_normal((4, 30, 3)), rng.standard_normal((4, 5, 3))
+    w = rng.standard_normal(3)
+    cy, qy = cx @ w + 2.0, qx @ w + 2.0
+    assert np.allclose(st.ridge_predict(cx, cy, qx, alpha=1e-9), qy, atol=1e-5)
+    out = fl.in_context_errors(fl.DynamicDecisionEngine(d_x=3, d_model=8, n_layers=1, n_heads=2),
+                               cx, cy, qx, qy)
+    assert out["ridge"] < 0.01 and out["context mean"] == pytest.approx(
+        float((((qy - cy.mean(1, keepdims=True)) ** 2) / cy.var(1, keepdims=True)).mean()))
+    with pytest.raises(ValueError, match="^ctx_x"):
+        st.ridge_predict(cx, cy[:, :5], qx)

@@ -54,3 +54,29 @@ def test_stream_checker_accepts_a_right_loop_and_names_mistakes():
                 for t, x in enumerate(xs)]
 
     assert "sizes" in str(ex.check_stream(never_cold))
+
+
+def test_normalize_checker_accepts_the_engines_statistics_and_names_mistakes():
+    def right(cx, qx):
+        m, s = cx.mean(0), cx.std(0) + 1e-6
+        return (cx - m) / s, (qx - m) / s
+
+    assert ex.check_normalize(right).score == 2
+
+    def pooled(cx, qx):
+        both = np.vstack([cx, qx])
+        m, s = both.mean(0), both.std(0) + 1e-6
+        return (cx - m) / s, (qx - m) / s
+
+    assert "include the queries" in str(ex.check_normalize(pooled))
+
+    def own(cx, qx):
+        return right(cx, qx)[0], (qx - qx.mean(0)) / (qx.std(0) + 1e-6)
+
+    assert "their own statistics" in str(ex.check_normalize(own))
+
+    def sample_std(cx, qx):
+        m, s = cx.mean(0), cx.std(0, ddof=1) + 1e-6
+        return (cx - m) / s, (qx - m) / s
+
+    assert "ddof" in str(ex.check_normalize(sample_std))

@@ -2,7 +2,9 @@
 
 * :func:`check_gmq` -- exercise 1, the geometric-mean q-error (label ``flair-qerror``), 2 points;
 * :func:`check_stream` -- exercise 2, the online loop of in-context adaptation (labels
-  ``flair-predict`` and ``flair-context``), 2 points.
+  ``flair-predict`` and ``flair-context``), 2 points;
+* :func:`check_normalize` -- exercise 3, the engine's normalisation by the context's
+  statistics (label ``flair-dde``), 2 points.
 
 Each compares the student's answer with :mod:`companion.flair` on cases built to expose one
 mistake each, and explains the mistake it finds, citing the equations as the page numbers them.
@@ -17,7 +19,7 @@ import numpy as np
 from companion import flair as fl
 from companion.exercises import Report, eq
 
-__all__ = ["check_gmq", "check_stream"]
+__all__ = ["check_gmq", "check_stream", "check_normalize"]
 
 
 def _gmq_cases():
@@ -144,3 +146,55 @@ def check_stream(in_context_stream: Callable) -> Report:
         report.check(np.allclose(got, ref), f"{what}: the predictions returned are not the values "
                      "`cold` and `predict` gave, in query order.")
     return report
+
+
+def check_normalize(context_normalize: Callable) -> Report:
+    """Check ``context_normalize(ctx_x, qry_x)``: the feature standardisation of eq. (flair-dde),
+    by the context's mean and (population) standard deviation, + 1e-6."""
+    report = Report("Exercise 3 (normalising by the context)", points=2)
+    rng = np.random.default_rng(5)
+    cases = [("a context of 6 pairs and 2 queries in 3-d", 3.0 + 2.0 * rng.standard_normal((6, 3)),
+              rng.standard_normal((2, 3))),
+             ("one query far outside the context (a drifted input)", rng.standard_normal((8, 2)),
+              np.array([[40.0, -25.0]]))]
+    for what, cx, qx in cases:
+        got = report.call(context_normalize, cx.copy(), qx.copy(), what=what)
+        if got is None:
+            return report
+        try:
+            gc, gq = (np.asarray(a, dtype=float) for a in got)
+        except (TypeError, ValueError):
+            report.check(False, f"{what}: expected a pair (ctx_n, qry_n) of arrays")
+            return report
+        if not report.check(gc.shape == cx.shape and gq.shape == qx.shape,
+                            f"{what}: expected shapes {cx.shape} and {qx.shape}, got {gc.shape} "
+                            f"and {gq.shape}"):
+            return report
+        mean, std = cx.mean(0), cx.std(0) + 1e-6
+        want_c, want_q = (cx - mean) / std, (qx - mean) / std
+        if np.allclose(gc, want_c, atol=1e-6) and np.allclose(gq, want_q, atol=1e-6):
+            report.check(True, "")
+            continue
+        both = np.vstack([cx, qx])
+        mb, sb = both.mean(0), both.std(0) + 1e-6
+        if np.allclose(gq, (qx - mb) / sb, atol=1e-6):
+            msg = (f"{what}: your statistics include the queries. {eq('flair-dde')} uses the "
+                   "context alone: a query must not move the scale it is read on (and queries "
+                   "must not influence each other).")
+        elif np.allclose(gq, (qx - qx.mean(0)) / (qx.std(0) + 1e-6), atol=1e-6):
+            msg = (f"{what}: you normalise the queries by their own statistics; "
+                   f"{eq('flair-dde')} reads them on the context's scale, so a drifted query "
+                   "stays far from the context.")
+        elif np.allclose(gc, (cx - mean) / (cx.std(0, ddof=1) + 1e-6), atol=1e-6):
+            msg = (f"{what}: you use the sample standard deviation (ddof = 1); the engine uses "
+                   f"the population one (ddof = 0), {eq('flair-dde')}.")
+        elif np.allclose(gc, (cx - cx.mean(1, keepdims=True)) / (cx.std(1, keepdims=True) + 1e-6),
+                         atol=1e-6):
+            msg = (f"{what}: you normalise each pair across its features; {eq('flair-dde')} "
+                   "standardises each feature across the context's pairs (axis 0).")
+        else:
+            msg = f"{what}: the normalised arrays differ from {eq('flair-dde')}."
+        report.check(False, msg)
+        return report
+    return report
+

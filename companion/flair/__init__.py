@@ -13,7 +13,8 @@ from .db import (DRIFTS, ColumnHistograms, Connection, DriftingTable, RangeQuery
 from .model import (D_FEATURES, FLAIR, ContextMemory, DynamicDecisionEngine, TaskFeaturizer, featurize,
                     fit_tfm, label, meta_train, prior_nll, sample_prior_batch, weighted_mse)
 from .stream import (AVI, EngineEstimate, FineTuned, InContext, KNNContext, Method, RidgeContext, Static,
-                     audit, decode, gmq, offline_workload, q_error, run_stream, summarize)
+                     audit, decode, gmq, in_context_errors, offline_workload, q_error, ridge_predict,
+                     run_stream, summarize)
 from .train import load_dde, load_or_train
 
 __all__ = ["DRIFTS", "ColumnHistograms", "Connection", "DriftingTable", "RangeQuery", "avi_estimate",
@@ -21,4 +22,4 @@ __all__ = ["DRIFTS", "ColumnHistograms", "Connection", "DriftingTable", "RangeQu
            "D_FEATURES", "FLAIR", "ContextMemory", "DynamicDecisionEngine", "TaskFeaturizer", "featurize",
            "fit_tfm", "label", "meta_train", "prior_nll", "sample_prior_batch", "weighted_mse", "AVI",
            "EngineEstimate", "FineTuned", "InContext", "KNNContext", "Method", "RidgeContext", "Static", "decode", "gmq",
-           "offline_workload", "q_error", "run_stream", "summarize", "audit", "load_dde", "load_or_train"]
+           "offline_workload", "q_error", "run_stream", "summarize", "audit", "in_context_errors", "ridge_predict", "load_dde", "load_or_train"]

@@ -21,7 +21,8 @@ from .db import DRIFTS, ColumnHistograms, DriftingTable, RangeQuery, avi_estimat
 from .model import FLAIR, ContextMemory, TaskFeaturizer, featurize, fit_tfm, label
 
 __all__ = ["q_error", "gmq", "summarize", "decode", "Method", "AVI", "EngineEstimate", "Static",
-           "FineTuned", "InContext", "KNNContext", "RidgeContext", "run_stream", "offline_workload", "audit"]
+           "FineTuned", "InContext", "KNNContext", "RidgeContext", "ridge_predict", "in_context_errors", "run_stream", "offline_workload",
+           "audit"]
 
 
 # --- metrics -----------------------------------------------------------------------------------
@@ -219,10 +220,28 @@ class KNNContext(Method):
         self.memory.push(self._z(x)[0], y)
 
 
+def ridge_predict(ctx_x, ctx_y, qry_x, alpha: float = 1.0) -> np.ndarray:
+    """Ridge regression fitted to each context, ``[B, m, d], [B, m], [B, n, d] -> [B, n]``.
+
+    Features standardised with the context's statistics, penalty ``alpha`` on the weights,
+    none on the intercept: the closed form ``(A^T A + alpha I')^{-1} A^T y`` per task.
+    """
+    cx, cy, qx = (np.asarray(a, dtype=float) for a in (ctx_x, ctx_y, qry_x))
+    if cx.ndim != 3 or cy.shape != cx.shape[:2] or qx.ndim != 3 or qx.shape[2] != cx.shape[2]:
+        raise ValueError(f"ctx_x: expected [B, m, d], [B, m], [B, n, d], got {cx.shape}, "
+                         f"{cy.shape}, {qx.shape}")
+    mu, sd = cx.mean(1, keepdims=True), cx.std(1, keepdims=True) + 1e-6
+    ones = lambda a: np.ones(a.shape[:2] + (1,))  # noqa: E731
+    A, Q = np.concatenate([(cx - mu) / sd, ones(cx)], 2), np.concatenate([(qx - mu) / sd, ones(qx)], 2)
+    penalty = alpha * np.diag(np.r_[np.ones(cx.shape[2]), 0.0])
+    w = np.linalg.solve(A.transpose(0, 2, 1) @ A + penalty, (A.transpose(0, 2, 1) @ cy[..., None]))
+    return (Q @ w)[..., 0]
+
+
 class RidgeContext(KNNContext):
-    """Ridge regression of y on the standardised z of the same FIFO memory, refitted for every
-    query (penalty ``alpha``, intercept unpenalised): a simple in-context regressor, the
-    yardstick of what 80 pairs can teach about the current concept."""
+    """Ridge regression of y on z over the same FIFO memory, refitted for every query
+    (:func:`ridge_predict`): a simple in-context regressor, the yardstick of what the
+    queue's pairs can teach about the current concept."""
 
     def __init__(self, tfm: TaskFeaturizer, capacity: int = 80, alpha: float = 1.0):
         super().__init__(tfm, capacity)
@@ -233,11 +252,22 @@ class RidgeContext(KNNContext):
         if not self.memory.full:
             return y_head
         Z, Y = self.memory.arrays()
-        mu, sd = Z.mean(0), Z.std(0) + 1e-6
-        A = np.c_[(Z - mu) / sd, np.ones(len(Z))]
-        penalty = self.alpha * np.diag(np.r_[np.ones(Z.shape[1]), 0.0])
-        w = np.linalg.solve(A.T @ A + penalty, A.T @ Y)
-        return float(np.r_[(z - mu) / sd, 1.0] @ w)
+        return float(ridge_predict(Z[None], Y[None], z[None, None], self.alpha)[0, 0])
+
+
+def in_context_errors(dde, ctx_x, ctx_y, qry_x, qry_y) -> dict:
+    """Mean squared error of the engine, of ridge on the context and of the context's mean
+    label on tasks ``[B, m, d], [B, m], [B, n, d], [B, n]``, each divided by the variance of
+    the task's context labels (so 1 is the error of predicting the context mean)."""
+    t = [torch.as_tensor(np.asarray(a), dtype=torch.float32) for a in (ctx_x, ctx_y, qry_x, qry_y)]
+    dev = next(dde.parameters()).device
+    with torch.no_grad():
+        engine = dde(*(a.to(dev) for a in t[:3]))[0].cpu().numpy()
+    cx, cy, qx, qy = (a.numpy() for a in t)
+    scale = cy.var(1, keepdims=True) + 1e-12
+    nmse = lambda pred: float((((pred - qy) ** 2) / scale).mean())  # noqa: E731
+    return {"engine": nmse(engine), "ridge": nmse(ridge_predict(cx, cy, qx)),
+            "context mean": nmse(np.broadcast_to(cy.mean(1, keepdims=True), qy.shape))}
 
 
 # --- the experiment -------------------------------------------------------------------------------
