@@ -260,3 +260,11 @@ def test_step_timing_runs_in_every_regime_and_caching_keeps_labels():
     assert lada.checksum(enc) == before  # the backward regime trains a copy, never the encoder
     with pytest.raises(ValueError, match="mode: expected one of"):
         lada.step_seconds(enc, x, y, "finetune")
+
+
+def test_weighted_ce_divides_the_weighted_sum_by_the_number_of_rows():
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    y, w = torch.tensor([0, 1, 0]), torch.tensor([4.0, 1.0, 0.5])
+    ce = [math.log(1 + math.exp(-2.0)), math.log(1 + math.exp(-1.0)), math.log(2.0)]
+    want = (4.0 * ce[0] + 1.0 * ce[1] + 0.5 * ce[2]) / 3
+    assert math.isclose(float(lada.weighted_ce(logits, y, w)), want, rel_tol=1e-6)
