@@ -44,7 +44,7 @@ def two_means_1d(scores) -> tuple[np.ndarray, np.ndarray]:
 
 
 def ashman_d(scores) -> float:
-    """Ashman's D of the 2-means clusters (eq. ``toping-ashman``): sqrt(2)|mu_a - mu_b| /
+    """Ashman's D of the 2-means clusters: sqrt(2)|mu_a - mu_b| /
     sqrt(s_a^2 + s_b^2); above 2 the two modes are clearly separated."""
     a, b = two_means_1d(scores)
     spread = np.sqrt(a.var() + b.var())
