@@ -320,3 +320,14 @@ def test_in_context_errors_scale_and_ridge_recovers_a_linear_task():
         float((((qy - cy.mean(1, keepdims=True)) ** 2) / cy.var(1, keepdims=True)).mean()))
     with pytest.raises(ValueError, match="^ctx_x"):
         st.ridge_predict(cx, cy[:, :5], qx)
+
+
+def test_the_shipped_engine_loads_and_its_entry_point_trains(tmp_path):
+    dde, meta = fl.load_dde()
+    assert isinstance(dde, fl.DynamicDecisionEngine) and not dde.training
+    assert meta["recipe"]["steps"] == 5000 and meta["parameters"] == sum(p.numel() for p in dde.parameters())
+    assert meta["final"]["valid_nll_after"] < meta["final"]["valid_nll_before"]
+    assert (fl.train.CHECKPOINTS / "dde.pt").stat().st_size < 5e6
+    assert fl.train.main(["--steps", "2", "--out", str(tmp_path)]) == 0
+    again, _ = fl.train.load_dde(tmp_path / "dde.pt")
+    assert sum(p.numel() for p in again.parameters()) == meta["parameters"]

@@ -124,7 +124,8 @@ def fit_tfm(model: TaskFeaturizer, x, y, epochs: int = 60, batch: int = 128, lr:
 # --- the dynamic decision engine ------------------------------------------------------------
 
 class _Layer(nn.Module):
-    """Pre-norm block: context self-attends, queries attend to the context only (one MHA)."""
+    """Pre-norm block: the context attends to itself, each query to the context only
+    (one attention module for both calls)."""
 
     def __init__(self, d_model: int, n_heads: int):
         super().__init__()
@@ -348,14 +349,17 @@ class ContextMemory:
 class FLAIR:
     """In-context adaptation (eq. flair-predict): ``y_t = DDE(TFM(x_t) | C_t)``.
 
-    :meth:`predict` uses the TFM head until the memory holds ``capacity`` pairs (cold start),
-    then the DDE on the memory; :meth:`observe` pushes the executed result. No parameter changes
-    online; :meth:`freeze_memory` stops the pushes (the ablation with a stale context).
+    :meth:`predict` uses the TFM head until the memory holds ``capacity`` pairs (cold
+    start), then the DDE on the memory; :meth:`observe` pushes the executed result. No
+    parameter changes online; :meth:`freeze_memory` stops the pushes (the ablation with a
+    stale context).
     """
 
-    def __init__(self, tfm: TaskFeaturizer, dde: DynamicDecisionEngine, capacity: int = 80):
+    def __init__(self, tfm: TaskFeaturizer, dde: DynamicDecisionEngine,
+                 capacity: int = 80):
         if dde.d_x != tfm.d_z:
-            raise ValueError(f"dde: expected an engine over d_x = {tfm.d_z} (the TFM's z), got {dde.d_x}")
+            raise ValueError(f"dde: expected an engine over d_x = {tfm.d_z} (the TFM's z), "
+                             f"got {dde.d_x}")
         self.tfm, self.dde = tfm.eval(), dde.eval()
         self.memory = ContextMemory(capacity, tfm.d_z)
         self.frozen = False
@@ -377,9 +381,10 @@ class FLAIR:
 
     @torch.no_grad()
     def observe(self, x, y: float) -> None:
-        """Push the executed pair ``(TFM(x), y)`` into the memory (after predicting ``x``)."""
+        """Push the executed pair ``(TFM(x), y)`` (after predicting ``x``)."""
         if not self.frozen:
             self.memory.push(self._z(x)[0][0].cpu().numpy(), y)
 
     def freeze_memory(self) -> None:
+        """Stop pushing: the memory keeps the pairs it holds now."""
         self.frozen = True
