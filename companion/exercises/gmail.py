@@ -140,7 +140,7 @@ def check_lora(lora_forward: Callable) -> Report:
             continue
         if torch.allclose(got, base_out + alpha * update, atol=1e-4):
             problem = (f"{name}: you scale the update by alpha; {eq('gmail-lora')} scales it by alpha / r, so that "
-                       "changing the rank does not change the size of the update at initialisation of training.")
+                       "the size of the update does not depend on the rank you choose.")
         elif torch.allclose(got, base_out + update, atol=1e-4):
             problem = f"{name}: the update B A x is missing its scale alpha / r ({eq('gmail-lora')})."
         elif torch.allclose(got, alpha / r * update, atol=1e-4):
