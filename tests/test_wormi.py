@@ -250,3 +250,10 @@ def test_retrieval_covers_what_the_first_world_misses():
     assert retrieve(dist, 2, excluded=np.array([[True, False, False]])).tolist() == [[1, 2]]
     with pytest.raises(ValueError, match="K"):
         retrieve(dist, 4)
+
+
+def test_a_world_model_acts_on_its_behaviour_cloning_head(tiny):
+    world = tiny.agents.library[0]
+    ep = agent.Episodes.start(Domain(), 5, seed=0)
+    s, g = (torch.as_tensor(x, dtype=torch.float32) for x in (ep.s, ep.g))
+    assert np.array_equal(agent.WorldModelPolicy(world)(ep), world(s, g)["bc"].argmax(-1).numpy())

@@ -10,7 +10,7 @@ Test-time Adaptation of Embodied Agents").
 * :mod:`.train`     -- training everything, and the shipped checkpoint.
 """
 
-from .agent import MODES, Episodes, ImplantedPolicy, evaluate, retrieval_precision
+from .agent import MODES, Episodes, ImplantedPolicy, WorldModelPolicy, evaluate, retrieval_precision
 from .minihome import ACTIONS, FACTS, MODIFIERS, TASKS, A, F, Domain, blocked_by
 from .models import CompoundAttention, ReasoningPolicy, WorldModel
 from .retrieval import PrototypeIndex, abstract_transition

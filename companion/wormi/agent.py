@@ -179,6 +179,19 @@ class ImplantedPolicy:
         return logits.argmax(-1).cpu().numpy()
 
 
+class WorldModelPolicy:
+    """A world model acting alone on its behaviour-cloning head (a diagnostic: what it knows)."""
+
+    def __init__(self, world: WorldModel):
+        self.world = world
+
+    @torch.no_grad()
+    def __call__(self, ep: Episodes) -> np.ndarray:
+        device = next(self.world.parameters()).device
+        g, s, _, _ = _tensors(ep, device)
+        return self.world(s, g)["bc"].argmax(-1).cpu().numpy()
+
+
 def select_worlds(features: list[torch.Tensor], idx: np.ndarray, present: np.ndarray,
                   average: bool = False) -> tuple[list[torch.Tensor], torch.Tensor]:
     """The features of the chosen worlds ``(B, K, .)`` and their mask; ``average`` makes the mean
@@ -319,16 +332,18 @@ def evaluate(policy, domain: Domain, n: int = 60, seed: int = 0) -> tuple[pd.Dat
     """Run ``n`` episodes (the same ones for every policy given the same ``seed``).
 
     Returns one row per episode (task, success, steps) and the finished episodes, which keep
-    every step's actions, effects and blocking modifiers (``actions``, ``changed``, ``blocked``).
+    every step's states, actions, effects and blocking modifiers (``states``, ``actions``,
+    ``changed``, ``blocked``).
     """
     ep = Episodes.start(domain, n, seed)
     index = getattr(policy, "index", None)
     if getattr(policy, "trace", None) is not None:
         policy.trace = []
-    ep.blocked, ep.actions, ep.changed = [], [], []
+    ep.blocked, ep.states, ep.actions, ep.changed = [], [], [], []
 
     def keep(e, a, s_next, changed):
         e.blocked.append(blocked_by(e.domain, e.s, a))
+        e.states.append(e.s.copy())
         e.actions.append(a)
         e.changed.append(changed)
 
