@@ -97,3 +97,19 @@ def test_checkers_cite_the_printed_equation_numbers():
         eq("no-such-equation")
     report = ex.check_pmf(lambda probs, rewards, n: np.asarray(probs) * 0 + 0.5)
     assert "eq. (" in str(report) and "bon-" not in str(report)
+
+
+def test_call_number_and_call_array_take_numbers_and_name_what_is_not():
+    import numpy as np
+    import torch
+
+    report = Report("Exercise X", points=1)
+    assert report.call_number(lambda: torch.tensor(2.5), what="a 0-d tensor") == 2.5
+    assert report.call_number(lambda: np.float64(1.0), what="a numpy float") == 1.0
+    assert report.call_number(lambda: torch.ones(3), what="three values", hint="; sum them") is None
+    assert "returned Tensor of shape (3,), not a single number (three values); sum them" in report.problems[-1]
+    assert report.call_number(lambda: "x", what="a string") is None
+    assert "returned str, not a single number (a string)" in report.problems[-1]
+    np.testing.assert_array_equal(report.call_array(lambda: [1, 2], what="a list"), [1.0, 2.0])
+    assert report.call_array(lambda: {"a": 1}, what="a dict") is None
+    assert not report.passed and report.score == 0

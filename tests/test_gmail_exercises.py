@@ -39,7 +39,7 @@ def test_alignment_checker_accepts_the_package_and_names_mistakes():
         S = F.normalize(z_gen, dim=1) @ F.normalize(z_real, dim=1).T / tau
         return -S.log_softmax(1).diagonal()
 
-    assert "not one number" in str(ex.check_alignment_loss(per_row))
+    assert "not a single number" in str(ex.check_alignment_loss(per_row))
 
 
 def test_lora_checker_accepts_the_formula_and_names_mistakes():

@@ -12,13 +12,7 @@ from companion.icl_latents import train as tr
 SMALL = dict(d_model=16, n_heads=2, d_ff=32)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one thread (two threads on a busy 2-core machine are many times slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def gen(seed=0):

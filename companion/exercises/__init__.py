@@ -109,6 +109,20 @@ class Report:
             self.check(False, f"returned {type(got).__name__}, not an array of numbers ({what})")
             return None
 
+    def call_number(self, fn: Callable, *args, what: str, hint: str = "") -> float | None:
+        """:meth:`call`, with the answer as one float (a 0-d tensor counts); ``None`` (and a
+        problem, followed by ``hint``) when it is not a single number."""
+        got = self.call(fn, *args, what=what)
+        if got is None:
+            return None
+        try:
+            return float(got.detach()) if hasattr(got, "detach") else float(got)
+        except (TypeError, ValueError, RuntimeError):
+            shape = tuple(getattr(got, "shape", ()))
+            self.check(False, f"returned {type(got).__name__}" + (f" of shape {shape}" if shape else "")
+                       + f", not a single number ({what}){hint}")
+            return None
+
     def __str__(self) -> str:
         if self.passed:
             return f"{self.exercise}: correct ({self.checks} checks passed, {self._points()})."

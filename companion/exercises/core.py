@@ -21,15 +21,6 @@ from companion.exercises import Report, eq
 __all__ = ["check_manifold_align", "check_coral"]
 
 
-def _number(report: Report, got, what: str) -> float | None:
-    if got is None:
-        return None
-    try:
-        value = float(got.detach()) if isinstance(got, torch.Tensor) else float(got)
-    except (TypeError, ValueError, RuntimeError):
-        report.check(False, f"returned {type(got).__name__}, not a single number ({what})")
-        return None
-    return value
 
 
 def _align_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor]]:
@@ -63,7 +54,7 @@ def check_manifold_align(manifold_align: Callable) -> Report:
     """Check ``manifold_align(Hs, Ht, Q)``: eq. (core-align) for the probes ``Q`` (K, d)."""
     report = Report("Exercise 1 (manifold alignment)", points=2)
     for name, Hs, Ht, Q in _align_cases():
-        got = _number(report, report.call(manifold_align, Hs.clone(), Ht.clone(), Q.clone(), what=name), name)
+        got = report.call_number(manifold_align, Hs.clone(), Ht.clone(), Q.clone(), what=name)
         if got is None:
             continue
         want = float(core.manifold_align_loss(Hs, Ht, probes=Q))

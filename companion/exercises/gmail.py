@@ -21,16 +21,6 @@ from companion.exercises import Report, eq
 __all__ = ["check_alignment_loss", "check_lora"]
 
 
-def _number(report: Report, got, what: str) -> float | None:
-    if got is None:
-        return None
-    try:
-        value = float(got.detach()) if isinstance(got, torch.Tensor) else float(got)
-    except (TypeError, ValueError, RuntimeError):
-        report.check(False, f"returned {type(got).__name__} of shape {tuple(getattr(got, 'shape', ()))}, "
-                            f"not one number ({what}): average over the batch")
-        return None
-    return value
 
 
 def _alignment_cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, float]]:
@@ -70,7 +60,7 @@ def check_alignment_loss(loss_fn: Callable) -> Report:
     report = Report("Exercise 1 (the alignment loss with repeated captions)", points=2)
     for name, z_gen, z_real, ids, tau in _alignment_cases():
         args = (z_gen.clone(), z_real.clone(), ids.clone(), tau)
-        got = _number(report, report.call(loss_fn, *args, what=name), name)
+        got = report.call_number(loss_fn, *args, what=name, hint=": average over the batch")
         if got is None:
             return report
         want = float(gm.gen_real_alignment_loss(z_gen, z_real, ids, tau))

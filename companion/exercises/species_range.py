@@ -20,14 +20,6 @@ from companion.exercises import Report, eq
 __all__ = ["check_an_full", "check_average_precision"]
 
 
-def _number(report: Report, got, what: str) -> float | None:
-    if got is None:
-        return None
-    try:
-        return float(got.detach()) if isinstance(got, torch.Tensor) else float(got)
-    except (TypeError, ValueError, RuntimeError):
-        report.check(False, f"{what}: returned {type(got).__name__}, not a single number")
-        return None
 
 
 def _loss_cases():
@@ -59,8 +51,8 @@ def check_an_full(an_full: Callable) -> Report:
     """Check ``an_full(loc_feat, bg_feat, w, species, pos_weight)``: eq. (fssinr-loss)."""
     report = Report("Exercise 1 (assume-negative loss)", points=2)
     for name, F, R, W, species, lam in _loss_cases():
-        got = _number(report, report.call(an_full, F.clone(), R.clone(), W.clone(), species.clone(),
-                                          lam, what=name), name)
+        got = report.call_number(an_full, F.clone(), R.clone(), W.clone(), species.clone(), lam,
+                                 what=name)
         if got is None:
             continue
         want = float(sr.an_full_loss(F, R, W, species, lam))
@@ -102,7 +94,7 @@ def check_average_precision(average_precision: Callable) -> Report:
     """Check ``average_precision(y_true, scores)``: eq. (fssinr-ap), ties as one threshold."""
     report = Report("Exercise 2 (average precision)", points=2)
     for name, y, s in _ap_cases():
-        got = _number(report, report.call(average_precision, y.copy(), s.copy(), what=name), name)
+        got = report.call_number(average_precision, y.copy(), s.copy(), what=name)
         if got is None:
             continue
         want = sr.average_precision(y, s)
