@@ -31,7 +31,6 @@ from .probe import (collect_latents, linear_probe, linear_probe_r2, raw_context_
                     raw_context_probe_r2)
 from .reference import bayes_feature_predict, bayes_linreg_predict
 from .tasks import QUERY_STYLES, LinearRegressionTask, SinusoidTask, TaskBatch
-from .train import evaluate_mse, predict, train_icl
 
 __all__ = [
     "TaskBatch", "LinearRegressionTask", "SinusoidTask", "QUERY_STYLES",
@@ -43,3 +42,16 @@ __all__ = [
     "raw_context_probe_r2",
     "bayes_linreg_predict", "bayes_feature_predict",
 ]
+
+
+_TRAINING = ("train_icl", "predict", "evaluate_mse")
+
+
+def __getattr__(name):
+    """The training loop lives in :mod:`.train`, which is also the ``python -m`` entry point:
+    importing it lazily keeps ``python -m companion.icl_latents.train`` free of runpy's warning."""
+    if name in _TRAINING:
+        from . import train
+
+        return getattr(train, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
