@@ -11,13 +11,7 @@ import companion.hyperimts as hx
 from companion.data.imts import IMTSBatch, lead_lag_pairs, load_imts_csv, make_imts, padding_stats
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one thread is fastest, and immune to a busy machine; restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
