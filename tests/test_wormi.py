@@ -10,13 +10,7 @@ from companion.wormi.models import CompoundAttention, ReasoningPolicy, WorldMode
 from companion.wormi.retrieval import PrototypeIndex, abstract_transition
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one thread is fastest, and immune to a busy machine; restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _state(*facts):
@@ -257,3 +251,17 @@ def test_a_world_model_acts_on_its_behaviour_cloning_head(tiny):
     ep = agent.Episodes.start(Domain(), 5, seed=0)
     s, g = (torch.as_tensor(x, dtype=torch.float32) for x in (ep.s, ep.g))
     assert np.array_equal(agent.WorldModelPolicy(world)(ep), world(s, g)["bc"].argmax(-1).numpy())
+
+
+def test_the_shipped_checkpoint_loads_into_the_current_code():
+    from companion.wormi.train import CHECKPOINTS, LIBRARY, UNSEEN, load_or_train
+
+    agents, meta = load_or_train("quick")
+    assert (CHECKPOINTS / "quick.pt").stat().st_size < 5_000_000
+    assert meta["package_clean"] == "companion/wormi clean at the commit" and meta["training_seconds"] > 0
+    assert len(agents.library) == len(LIBRARY) and len(agents.oracles) == len(UNSEEN)
+    assert [len(p) for p in agents.prototypes()] == meta["prototypes"]
+    frame, _ = agent.evaluate(agents.policy("retrieve"), Domain(), n=8, seed=0)
+    assert frame.success.mean() >= 0.75  # the shipped agent solves the base rules
+    with pytest.raises(ValueError, match="scale"):
+        load_or_train("huge")
