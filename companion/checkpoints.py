@@ -10,6 +10,8 @@ back into the current model code.
 
 from __future__ import annotations
 
+import importlib
+
 import argparse
 import json
 import platform
@@ -21,10 +23,24 @@ from typing import Any
 
 import torch
 
-__all__ = ["git_commit", "provenance", "save_checkpoint", "load_checkpoint", "train_from_recipe",
+__all__ = ["lazy_exports", "git_commit", "provenance", "save_checkpoint", "load_checkpoint", "train_from_recipe",
            "training_parser", "recipe_from_args"]
 
 _ROOT = Path(__file__).resolve().parents[1]
+
+
+def lazy_exports(package: str, module: str, names) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) that imports ``package.module`` on the first use of one
+    of ``names``. A package whose ``train`` module is also its ``python -m`` entry point exports
+    it this way: imported eagerly, runpy would warn that the module is already loaded."""
+    names = frozenset(names)
+
+    def __getattr__(name: str) -> Any:
+        if name in names:
+            return getattr(importlib.import_module(f"{package}.{module}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 def git_commit() -> str:

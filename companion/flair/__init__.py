@@ -8,6 +8,8 @@ concept drift, on a real embedded database (DuckDB, or sqlite3 when DuckDB is mi
 * :mod:`.train` -- the shipped meta-trained engine (``python -m companion.flair.train``).
 """
 
+from companion.checkpoints import lazy_exports
+
 from .db import (DRIFTS, ColumnHistograms, Connection, DriftingTable, RangeQuery, avi_estimate, connect,
                  draw_rows, parse_explain, sample_concept, sample_queries, to_sql)
 from .model import (D_FEATURES, FLAIR, ContextMemory, DynamicDecisionEngine, TaskFeaturizer, featurize,
@@ -15,7 +17,6 @@ from .model import (D_FEATURES, FLAIR, ContextMemory, DynamicDecisionEngine, Tas
 from .stream import (AVI, EngineEstimate, FineTuned, InContext, KNNContext, Method, RidgeContext, Static,
                      audit, decode, gmq, in_context_errors, offline_workload, q_error, ridge_predict,
                      run_stream, summarize)
-from .train import load_dde, load_or_train
 
 __all__ = ["DRIFTS", "ColumnHistograms", "Connection", "DriftingTable", "RangeQuery", "avi_estimate",
            "connect", "draw_rows", "parse_explain", "sample_concept", "sample_queries", "to_sql",
@@ -23,3 +24,6 @@ __all__ = ["DRIFTS", "ColumnHistograms", "Connection", "DriftingTable", "RangeQu
            "fit_tfm", "label", "meta_train", "prior_nll", "sample_prior_batch", "weighted_mse", "AVI",
            "EngineEstimate", "FineTuned", "InContext", "KNNContext", "Method", "RidgeContext", "Static", "decode", "gmq",
            "offline_workload", "q_error", "run_stream", "summarize", "audit", "in_context_errors", "ridge_predict", "load_dde", "load_or_train"]
+
+# the training entry point is imported on first use (see companion.checkpoints.lazy_exports)
+__getattr__ = lazy_exports(__name__, "train", ("load_dde", "load_or_train"))

@@ -8,6 +8,7 @@
 The data (generator, CSV loader, flat and padded batches) live in :mod:`companion.data.imts`.
 """
 
+from companion.checkpoints import lazy_exports
 from companion.hyperimts.baselines import GRUD, GraFITi, MTANLite, history_mean, last_value
 from companion.hyperimts.cost import PeakMemory, step_cost
 from companion.hyperimts.model import (
@@ -18,21 +19,8 @@ from companion.hyperimts.model import (
     NodeAttention,
     build_hypergraph,
     incidence_matrices,
-    segment_softmax,
-)
-from companion.hyperimts.train import (
-    MODELS,
-    RECIPES,
-    evaluate,
-    evaluate_all,
-    fit,
-    load_or_train,
-    make_splits,
     masked_mse,
-    mean_ci,
-    model_key,
-    pooled_mse,
-    trained,
+    segment_softmax,
 )
 
 __all__ = ["HyperIMTS", "Hypergraph", "HyperedgeAttention", "NodeAttention", "IrregularityAwareAttention",
@@ -40,3 +28,8 @@ __all__ = ["HyperIMTS", "Hypergraph", "HyperedgeAttention", "NodeAttention", "Ir
            "last_value", "history_mean", "fit", "evaluate", "masked_mse", "step_cost", "PeakMemory", "MODELS",
            "RECIPES", "make_splits", "load_or_train", "trained", "model_key", "pooled_mse", "mean_ci",
            "evaluate_all"]
+
+# the training entry point is imported on first use (see companion.checkpoints.lazy_exports)
+__getattr__ = lazy_exports(__name__, "train", ("MODELS", "RECIPES", "evaluate", "evaluate_all", "fit",
+                                               "load_or_train", "make_splits", "mean_ci", "model_key",
+                                               "pooled_mse", "trained"))

@@ -17,7 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .train import masked_mse
+from .model import masked_mse
 
 __all__ = ["PeakMemory", "step_cost"]
 

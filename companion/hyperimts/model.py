@@ -38,7 +38,7 @@ from companion.validation import as_choice
 
 __all__ = ["Hypergraph", "build_hypergraph", "pairs_within", "incidence_matrices", "segment_softmax",
            "HyperedgeAttention", "NodeAttention", "IrregularityAwareAttention", "HyperIMTS", "NODE_UPDATES",
-           "init_time_embedding"]
+           "init_time_embedding", "masked_mse"]
 
 NODE_UPDATES = ("attention", "linear")
 
@@ -372,3 +372,11 @@ class HyperIMTS(nn.Module):
         lift = mass / share[g.group].clamp(min=1e-12) * has
         total = mass.new_zeros(V, V).index_add(0, batch.var[q], lift[q])
         return total / mass.new_zeros(V, V).index_add(0, batch.var[q], has[q]).clamp(min=1)
+
+
+def masked_mse(pred: torch.Tensor, batch: IMTSBatch, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean squared error over the query rows of the batch (all queries of all samples pooled), eq. (hyperimts-dec)."""
+    mask = batch.is_query if rows is None else batch.is_query & rows
+    if not bool(mask.any()):
+        raise ValueError("rows: no query row selected, the error of an empty set is undefined")
+    return ((pred[mask] - batch.value[mask]) ** 2).mean()

@@ -25,9 +25,9 @@ from companion.checkpoints import load_checkpoint, provenance, save_checkpoint, 
 from companion.data.imts import IMTSBatch, lead_lag_pairs, make_imts
 
 from .baselines import GRUD, GraFITi, MTANLite
-from .model import HyperIMTS
+from .model import HyperIMTS, masked_mse
 
-__all__ = ["masked_mse", "fit", "evaluate", "MODELS", "RECIPES", "make_splits", "build_models",
+__all__ = ["fit", "evaluate", "MODELS", "RECIPES", "make_splits", "build_models",
            "load_or_train", "trained", "train_all", "pooled_mse", "mean_ci", "model_key",
            "evaluate_all", "CHECKPOINTS"]
 
@@ -58,14 +58,6 @@ RECIPES = {
     "full": dict(n_vars=12, n_train=8000, n_val=1000, n_test=2000, seed=0, seeds=3, d_model=64, hidden=100,
                  epochs=30, batch_size=64, lr=2e-3),
 }
-
-
-def masked_mse(pred: torch.Tensor, batch: IMTSBatch, rows: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean squared error over the query rows of the batch (all queries of all samples pooled), eq. (hyperimts-dec)."""
-    mask = batch.is_query if rows is None else batch.is_query & rows
-    if not bool(mask.any()):
-        raise ValueError("rows: no query row selected, the error of an empty set is undefined")
-    return ((pred[mask] - batch.value[mask]) ** 2).mean()
 
 
 def _device_of(model) -> torch.device | None:

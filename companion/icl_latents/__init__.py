@@ -15,6 +15,8 @@ Shapes are batch-first: ``x_c (B, n, dx)``, ``y_c (B, n, dy)``, ``x_q (B, m, dx)
 predictions ``(B, m, dy)``, latents ``w (B, P)`` flattened.
 """
 
+from companion.checkpoints import lazy_exports
+
 from .models import (
     ContextEncoder,
     ExplicitModel,
@@ -43,15 +45,5 @@ __all__ = [
     "bayes_linreg_predict", "bayes_feature_predict",
 ]
 
-
-_TRAINING = ("train_icl", "predict", "evaluate_mse")
-
-
-def __getattr__(name):
-    """The training loop lives in :mod:`.train`, which is also the ``python -m`` entry point:
-    importing it lazily keeps ``python -m companion.icl_latents.train`` free of runpy's warning."""
-    if name in _TRAINING:
-        from . import train
-
-        return getattr(train, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the training entry point is imported on first use (see companion.checkpoints.lazy_exports)
+__getattr__ = lazy_exports(__name__, "train", ("train_icl", "predict", "evaluate_mse"))

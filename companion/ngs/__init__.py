@@ -8,6 +8,8 @@
   multi-start greedy, ACO on the policy (eq. (ngs-aco)) and the genetic search (eq. (ngs-rank)).
 """
 
+from companion.checkpoints import lazy_exports
+
 from .policy import AttentionPolicy, Rollout, allowed_mask
 from .search import (
     ACOConfig,
@@ -25,7 +27,6 @@ from .search import (
     parent_neighbours,
     sample_search,
 )
-from .train import load_or_train, load_policy, train_pomo
 from .tsp import (
     TEST_SETS,
     check_coords,
@@ -38,3 +39,6 @@ from .tsp import (
     solve_mip,
     tour_length,
 )
+
+# the training entry point is imported on first use (see companion.checkpoints.lazy_exports)
+__getattr__ = lazy_exports(__name__, "train", ("load_or_train", "load_policy", "train_pomo"))

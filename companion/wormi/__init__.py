@@ -10,8 +10,13 @@ Test-time Adaptation of Embodied Agents").
 * :mod:`.train`     -- training everything, and the shipped checkpoint.
 """
 
+from companion.checkpoints import lazy_exports
+
 from .agent import MODES, Episodes, ImplantedPolicy, WorldModelPolicy, evaluate, retrieval_precision
 from .minihome import ACTIONS, FACTS, MODIFIERS, TASKS, A, F, Domain, blocked_by
 from .models import CompoundAttention, ReasoningPolicy, WorldModel
 from .retrieval import PrototypeIndex, abstract_transition
-from .train import CONTROL, LIBRARY, UNSEEN, Agents, load_or_train, train_all
+
+# the training entry point is imported on first use (see companion.checkpoints.lazy_exports)
+__getattr__ = lazy_exports(__name__, "train",
+                           ("CONTROL", "LIBRARY", "UNSEEN", "Agents", "load_or_train", "train_all"))
