@@ -10,4 +10,4 @@ plus the book-wide pieces every chapter uses:
 * :mod:`companion.exercises`  -- checkers for the chapters' exercises.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
