@@ -56,3 +56,20 @@ def test_every_reference_links_to_its_source():
     unlinked = [re.match(r"@\w+\{([^,]+),", e).group(1) for e in entries if e.startswith("@")
                 and not re.search(r"^\s*(doi|url|eprint)\s*=", e, re.M)]
     assert not unlinked, f"references without a doi, url or arXiv eprint: {unlinked}"
+
+
+def test_bibliography_labels_are_distinct():
+    """Two papers by "Yang et al., 2025" get 2025a and 2025b (the build treats a shared label as an error)."""
+    import importlib.util
+
+    from pybtex.database import parse_file
+    from pybtex.plugin import find_plugin
+
+    spec = importlib.util.spec_from_file_location("book_html", ROOT / "book" / "_ext" / "book_html.py")
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    entries = find_plugin("pybtex.style.sorting", "author_year_title")().sort(
+        list(parse_file(ROOT / "book" / "references.bib").entries.values()))
+    labels = list(ext.AuthorYearLabels().format_labels(entries))
+    assert len(labels) == len(set(labels)), sorted(label for label in labels if labels.count(label) > 1)
+    assert {"Yang et al., 2025a", "Yang et al., 2025b"} <= set(labels)

@@ -21,20 +21,32 @@ def _surname(person) -> str:
     return " ".join(person.prelast_names + person.last_names).replace("{", "").replace("}", "")
 
 
+def _author_year(entry) -> str:
+    people = entry.persons.get("author") or entry.persons.get("editor") or []
+    names = [_surname(p) for p in people]
+    if not names:
+        who = entry.fields.get("organization", entry.key)
+    elif len(names) == 1:
+        who = names[0]
+    elif len(names) == 2:
+        who = f"{names[0]} and {names[1]}"
+    else:
+        who = f"{names[0]} et al."
+    return f"{who}, {entry.fields.get('year', 'n.d.')}"
+
+
 class AuthorYearLabels(BaseLabelStyle):
+    """"Yang et al., 2025"; two entries with the same label become "..., 2025a" and "..., 2025b"."""
+
     def format_labels(self, sorted_entries):
-        for entry in sorted_entries:
-            people = entry.persons.get("author") or entry.persons.get("editor") or []
-            names = [_surname(p) for p in people]
-            if not names:
-                who = entry.fields.get("organization", entry.key)
-            elif len(names) == 1:
-                who = names[0]
-            elif len(names) == 2:
-                who = f"{names[0]} and {names[1]}"
+        labels = [_author_year(entry) for entry in sorted_entries]
+        seen: dict[str, int] = {}
+        for label in labels:
+            if labels.count(label) == 1:
+                yield label
             else:
-                who = f"{names[0]} et al."
-            yield f"{who}, {entry.fields.get('year', 'n.d.')}"
+                seen[label] = seen.get(label, 0) + 1
+                yield f"{label}{chr(ord('a') + seen[label] - 1)}"
 
 
 class AuthorYearStyle(UnsrtStyle):
