@@ -12,6 +12,8 @@ citation style.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pybtex.plugin import register_plugin
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
@@ -35,18 +37,30 @@ def _author_year(entry) -> str:
     return f"{who}, {entry.fields.get('year', 'n.d.')}"
 
 
+#: key -> "a", "b", ... for entries of the whole bibliography that share an author-year label
+_SUFFIXES: dict[str, str] = {}
+
+
+def disambiguate(entries) -> dict[str, str]:
+    """The letter each entry needs so that no two entries of ``entries`` share a label.
+
+    Computed over the whole database, not one page's bibliography: sphinxcontrib-bibtex checks
+    labels across pages, and a page citing only one of two "Yang et al., 2025" papers must still
+    call it 2025a or 2025b, as the bibliography page does. Letters follow title order."""
+    groups: dict[str, list] = {}
+    for entry in entries:
+        groups.setdefault(_author_year(entry), []).append(entry)
+    return {entry.key: chr(ord("a") + i)
+            for group in groups.values() if len(group) > 1
+            for i, entry in enumerate(sorted(group, key=lambda e: (e.fields.get("title", ""), e.key)))}
+
+
 class AuthorYearLabels(BaseLabelStyle):
-    """"Yang et al., 2025"; two entries with the same label become "..., 2025a" and "..., 2025b"."""
+    """"Yang et al., 2025"; entries sharing a label become "..., 2025a" and "..., 2025b"."""
 
     def format_labels(self, sorted_entries):
-        labels = [_author_year(entry) for entry in sorted_entries]
-        seen: dict[str, int] = {}
-        for label in labels:
-            if labels.count(label) == 1:
-                yield label
-            else:
-                seen[label] = seen.get(label, 0) + 1
-                yield f"{label}{chr(ord('a') + seen[label] - 1)}"
+        for entry in sorted_entries:
+            yield _author_year(entry) + _SUFFIXES.get(entry.key, "")
 
 
 class AuthorYearStyle(UnsrtStyle):
@@ -71,8 +85,18 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     context["script_files"] = kept
 
 
+def _read_bibliography(app, config) -> None:
+    from pybtex.database import parse_file
+
+    entries = [entry for name in config.bibtex_bibfiles
+               for entry in parse_file(str(Path(app.srcdir) / name)).entries.values()]
+    _SUFFIXES.clear()
+    _SUFFIXES.update(disambiguate(entries))
+
+
 def setup(app):
     register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
+    app.connect("config-inited", _read_bibliography)
     app.connect("config-inited", _drop_header_search)
     app.connect("html-page-context", _dedupe_scripts, priority=100)  # first: a later handler may end the event
     return {"parallel_read_safe": True, "parallel_write_safe": True}
