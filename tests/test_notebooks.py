@@ -133,3 +133,12 @@ def test_an_instructor_can_run_a_chapter_with_nbval(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert " passed" in run.stdout and "failed" not in run.stdout
     assert (tmp_path / "ledger" / "best-of-n.json").exists()
+
+
+@pytest.mark.parametrize("doc", CHAPTERS)
+def test_equation_labels_are_lowercase(doc):
+    """Sphinx lower-cases labels, so a checker citing ``eq("x-J")`` would miss the printed number."""
+    import re
+
+    labels = re.findall(r"^:label:\s*(\S+)", (ROOT / f"{doc}.md").read_text(), flags=re.M)
+    assert all(label == label.lower() for label in labels), [l for l in labels if l != l.lower()]

@@ -11,7 +11,7 @@ Layout (equation labels are those of the chapter):
 
 * :mod:`.data`     -- glyphs rendered from matplotlib's fonts, scikit-learn's digits, the stream;
 * :mod:`.encoder`  -- the frozen encoder E (pre-trained on held-out classes) and feature caching;
-* :mod:`.lada`     -- :class:`LabelMemory` (eq. (lada-memory), (lada-J)), :class:`CosineClassifier`
+* :mod:`.lada`     -- :class:`LabelMemory` (eq. (lada-memory), (lada-sum)), :class:`CosineClassifier`
   and :class:`DPTBank` (eq. (lada-dpt));
 * :mod:`.learners` -- FT-seq, NCM, task adapters with a selector, and LADA with its ablations
   (eq. (lada-logits), (lada-loss));

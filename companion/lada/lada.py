@@ -2,7 +2,7 @@
 
 * :class:`LabelMemory` -- lambda_1 memory vectors per class, initialised by k-means on the class's
   normalised features, trained during the class's task and frozen afterwards; logits
-  eq. (lada-memory), summed per class by the block-diagonal map J of eq. (lada-J);
+  eq. (lada-memory), summed per class by the block-diagonal map J of eq. (lada-sum);
 * :class:`CosineClassifier` -- one vector per class (the chapter's stand-in for CLIP's tuned text
   prototypes), logits ``s * cos(v, t_c)`` of eq. (lada-logits), old vectors frozen;
 * :class:`DPTBank` -- distribution-preserved training: a spherical Gaussian mixture of lambda_2
@@ -116,14 +116,14 @@ class LabelMemory(nn.Module):
             self.current = None
 
     def vectors(self) -> torch.Tensor:
-        """M: all memory vectors of all tasks, ``(P, d)`` (rows; the columns of eq. (lada-J))."""
+        """M: all memory vectors of all tasks, ``(P, d)`` (rows; the columns of eq. (lada-sum))."""
         parts = self.frozen + ([self.current] if self.current is not None else [])
         if not parts:
             raise RuntimeError("LabelMemory: no class has been added yet")
         return torch.cat(parts)
 
     def assignment(self) -> torch.Tensor:
-        """J: the ``(P, C)`` one-hot map from memory vector to class, eq. (lada-J)."""
+        """J: the ``(P, C)`` one-hot map from memory vector to class, eq. (lada-sum)."""
         return nn.functional.one_hot(self.class_of, self.n_classes).float()
 
     def logits(self, v_norm: torch.Tensor) -> torch.Tensor:
