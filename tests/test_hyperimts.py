@@ -165,6 +165,20 @@ def test_training_lowers_the_loss_and_keeps_the_best_epoch(data):
         assert min(hist["val"]) == hist["best_val"] == pytest.approx(hx.evaluate(model, val)["mse"])
     with pytest.raises(ValueError, match="^epochs"):
         hx.fit(hx.GRUD(6), train, val, epochs=0)
+    with pytest.raises(ValueError, match="^patience"):
+        hx.fit(hx.GRUD(6), train, val, epochs=3, patience=0)
+
+
+def test_training_stops_when_the_validation_error_stops_improving(data):
+    train, val = data.select(range(30)), [data.select(range(30, 40))]
+    torch.manual_seed(0)
+    # a learning rate too small to move the error: epoch 1 is the best, 2 and 3 do not improve
+    # (the rate halves after the second), epoch 4 is the third without improvement: stop
+    hist = hx.fit(hx.GRUD(6, hidden=8), train, val, epochs=20, patience=3, batch_size=10, lr=1e-12)
+    assert len(hist["val"]) == 4 and hist["stopped"] == "patience" and hist["best_epoch"] >= 1
+    assert hist["lr"] == [1e-12, 1e-12, 1e-12, 5e-13]
+    capped = hx.fit(hx.GRUD(6, hidden=8), train, val, epochs=2, patience=5, batch_size=10, lr=1e-2)
+    assert len(capped["val"]) == 2 and capped["stopped"] == "epochs"
 
 
 def test_step_cost_measures_time_and_peak_memory(data):
@@ -339,7 +353,20 @@ def test_a_training_step_runs_on_the_device_of_the_model(data, name, device):
 
 
 TINY = dict(n_vars=4, n_train=12, n_val=6, n_test=6, seed=0, seeds=2, d_model=8, hidden=8, epochs=1,
-            batch_size=6, lr=1e-3)
+            patience=2, batch_size=6, lr=1e-3)
+
+
+def test_training_in_worker_processes_gives_the_same_models():
+    from companion.hyperimts import train
+
+    recipe = {**TINY, "seeds": 1, "epochs": 2}
+    one, hist_one = train.train_all(recipe)
+    two, hist_two = train.train_all(recipe, workers=2)
+    assert list(hist_one) == list(hist_two)
+    assert all(hist_one[k]["val"] == hist_two[k]["val"] for k in hist_one)
+    assert all(torch.equal(a, b) for a, b in zip(one.state_dict().values(), two.state_dict().values()))
+    with pytest.raises(ValueError, match="^workers"):
+        train.train_all(recipe, workers=0)
 
 
 def test_training_entry_point_writes_a_checkpoint_that_loads(tmp_path, monkeypatch):

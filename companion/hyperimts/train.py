@@ -1,21 +1,26 @@
 """Training and evaluation shared by HyperIMTS and its baselines, and the chapter's checkpoints.
 
-:func:`fit` trains any model of the chapter (Adam on the query MSE, a cosine learning rate, the
-weights of the best validation epoch kept) on the device of the model, moving the batches there.
+:func:`fit` trains any model of the chapter (Adam on the query MSE until the validation error
+stops improving, the weights of the best validation epoch kept) on the device of the model,
+moving the batches there.
 :data:`MODELS` and :data:`RECIPES` name every model the chapter compares and the data and budget
 of each scale; :func:`load_or_train` returns them all, from the shipped checkpoint at quick scale
 when it was trained from the same recipe, else by training. Entry point (writes
 ``companion/hyperimts/checkpoints/quick.pt`` and ``quick.json``)::
 
-    python -m companion.hyperimts.train --scale quick [--out DIR]
+    python -m companion.hyperimts.train --scale quick [--workers 2] [--out DIR]
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import json
+import multiprocessing
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -49,14 +54,14 @@ MODELS = {
 
 RECIPES = {
     # data: make_imts sizes (the control set uses seed + 1); models: seeds seed, seed + 1, ...;
-    # every model trains a fixed number of epochs (cosine learning rate), keeping its best
-    # validation epoch. quick: about half an hour on one CPU thread, shipped as a checkpoint
-    # (with 800 training samples every hypergraph model overfitted after 10 to 15 epochs, so the
-    # quick scale has more samples rather than more epochs).
+    # every model trains until its validation MSE has not improved for `patience` epochs (the
+    # learning rate halving on the way, see fit), at most `epochs`, keeping its best epoch. quick:
+    # shipped as a checkpoint (with 800 training samples every hypergraph model overfitted after
+    # 10 to 15 epochs, so the quick scale has 3,200).
     "quick": dict(n_vars=8, n_train=3200, n_val=200, n_test=400, seed=0, seeds=3, d_model=32, hidden=64,
-                  epochs=8, batch_size=32, lr=3e-3),
+                  epochs=40, patience=5, batch_size=32, lr=3e-3),
     "full": dict(n_vars=12, n_train=8000, n_val=1000, n_test=2000, seed=0, seeds=3, d_model=64, hidden=100,
-                 epochs=30, batch_size=64, lr=2e-3),
+                 epochs=60, patience=5, batch_size=64, lr=2e-3),
 }
 
 
@@ -114,24 +119,29 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
     return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
 
 
-def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epochs: int, batch_size: int = 64,
-        lr: float = 1e-3, seed: int = 0) -> dict[str, list[float]]:
-    """Adam on the query MSE, learning rate on a cosine from ``lr`` to ``lr / 20`` over ``epochs``;
-    keeps the weights of the epoch with the lowest validation MSE.
+def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epochs: int, patience: int = 5,
+        batch_size: int = 64, lr: float = 1e-3, seed: int = 0, tol: float = 1e-3) -> dict:
+    """Adam on the query MSE until the validation MSE stops improving; keeps the best epoch's weights.
 
-    Trains where the model's parameters are, moving the data there. Returns the per-epoch
-    training loss, validation MSE and wall time, and the best validation MSE.
+    An epoch *improves* when its validation MSE is below ``(1 - tol)`` times the best so far. The
+    learning rate halves after every second epoch in a row without improvement, and training
+    stops after ``patience`` such epochs (early stopping), or after ``epochs`` epochs at most.
+    Both depend only on the validation curve, never on a clock. Trains where the model's
+    parameters are, moving the data there. Returns the per-epoch training loss, validation MSE,
+    learning rate and wall time, the best validation MSE and its epoch (1-based), and ``stopped``:
+    ``"patience"`` (the curve flattened) or ``"epochs"`` (the cap ended it first).
     """
     if epochs < 1:
         raise ValueError(f"epochs: expected at least 1, got {epochs}")
+    if patience < 1:
+        raise ValueError(f"patience: expected at least 1 epoch, got {patience}")
     device = _device_of(model)
     train, val = train.to(device), [b.to(device) for b in val]
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs, eta_min=lr / 20)
-    history = {"train": [], "val": [], "seconds": []}
-    best, best_state = float("inf"), None
+    history = {"train": [], "val": [], "lr": [], "seconds": []}
+    best, best_state, stale = float("inf"), None, 0
     for _ in range(epochs):
         start, losses = time.perf_counter(), []
         model.train()
@@ -141,16 +151,26 @@ def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epoch
             loss.backward()
             opt.step()
             losses.append(loss.detach())
-        sched.step()
         model.eval()
         val_mse = evaluate(model, val)["mse"]
         history["train"].append(float(torch.stack(losses).mean()))
         history["val"].append(val_mse)
+        history["lr"].append(opt.param_groups[0]["lr"])
         history["seconds"].append(round(time.perf_counter() - start, 3))
+        if val_mse < best * (1 - tol):
+            stale = 0
+        else:
+            stale += 1
         if val_mse < best:
             best, best_state = val_mse, copy.deepcopy(model.state_dict())
+        if stale >= patience:
+            break
+        if stale and stale % 2 == 0:
+            for group in opt.param_groups:
+                group["lr"] /= 2
     model.load_state_dict(best_state)
-    history["best_val"] = best
+    history.update(best_val=best, best_epoch=int(np.argmin(history["val"])) + 1,
+                   stopped="patience" if stale >= patience else "epochs")
     return history
 
 
@@ -183,17 +203,49 @@ def build_models(recipe: dict) -> torch.nn.ModuleDict:
     return models
 
 
-def train_all(recipe: dict, device=None, progress=None) -> tuple[torch.nn.ModuleDict, dict]:
-    """Build and train every model of the recipe; returns the models and their histories."""
+def _fit_job(model: torch.nn.Module, recipe: dict, name: str, seed: int) -> tuple[dict, dict]:
+    """Train one (model, seed) of the recipe on its data set; returns its weights and history."""
+    train, val, _ = _splits(tuple(sorted(recipe.items())), MODELS[name][0] == "lead-lag")
+    history = fit(model, train, val.batches(256), epochs=recipe["epochs"], patience=recipe["patience"],
+                  batch_size=recipe["batch_size"], lr=recipe["lr"], seed=seed)
+    return model.state_dict(), history
+
+
+@functools.lru_cache(maxsize=2)
+def _splits(recipe_items: tuple, lead_lag: bool):
+    return make_splits(dict(recipe_items), lead_lag)
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def train_all(recipe: dict, device=None, progress=None, workers: int = 1) -> tuple[torch.nn.ModuleDict, dict]:
+    """Build and train every model of the recipe; returns the models and their histories.
+
+    ``workers > 1`` trains that many models at a time in CPU processes of one thread each. Each
+    model starts from the same initial weights and meets the same batches as it would here, so
+    the result does not depend on ``workers`` (a test checks it).
+    """
+    if workers < 1:
+        raise ValueError(f"workers: expected at least 1, got {workers}")
     models = build_models(recipe).to(device or "cpu")
-    data = {"lead-lag": make_splits(recipe, True), "independent": make_splits(recipe, False)}
+    if workers > 1 and next(models.parameters()).device.type != "cpu":
+        raise ValueError("workers: processes train on the CPU only; use workers=1 on a GPU")
     jobs = [(name, recipe["seed"] + k) for name in MODELS for k in range(recipe["seeds"])]
-    histories = {}
-    for name, seed in (progress(jobs, desc="training") if progress else jobs):
-        train, val, _ = data[MODELS[name][0]]
-        histories[model_key(name, seed)] = fit(models[model_key(name, seed)], train, val.batches(256), epochs=recipe["epochs"],
-                                          batch_size=recipe["batch_size"], lr=recipe["lr"], seed=seed)
-    return models.eval(), histories
+    with contextlib.ExitStack() as stack:
+        if workers == 1:  # trained in place, one after the other
+            runs = ((job, _fit_job(models[model_key(*job)], recipe, *job)) for job in jobs)
+        else:
+            pool = stack.enter_context(ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_thread))
+            futures = {pool.submit(_fit_job, models[model_key(*job)], recipe, *job): job for job in jobs}
+            runs = ((futures[f], f.result()) for f in as_completed(futures))
+        histories = {}
+        for (name, seed), (state, history) in (progress(runs, desc="training", total=len(jobs)) if progress else runs):
+            models[model_key(name, seed)].load_state_dict(state)
+            histories[model_key(name, seed)] = history
+    return models.eval(), {key: histories[key] for key in map(lambda job: model_key(*job), jobs)}
 
 
 def trained(models: torch.nn.ModuleDict, name: str, seed: int) -> torch.nn.Module:
@@ -236,29 +288,36 @@ def evaluate_all(models: torch.nn.ModuleDict, record: dict, splits: dict, seeds,
     return rows
 
 
-def _log_progress(jobs, desc):
-    """Yield the jobs, printing to stderr after each one how many are done and the time so far."""
+def _log_progress(runs, desc, total):
+    """Yield the finished runs, printing to stderr after each how many are done and the time so far."""
     start = time.perf_counter()
-    for i, (name, seed) in enumerate(jobs):
-        yield name, seed
-        print(f"{desc}: {i + 1}/{len(jobs)} done ({name}, seed {seed}), {time.perf_counter() - start:.0f} s",
-              file=sys.stderr, flush=True)
+    for i, run in enumerate(runs):
+        (name, seed), (_, history) = run
+        print(f"{desc}: {i + 1}/{total} done ({name}, seed {seed}: {len(history['val'])} epochs, "
+              f"stopped by {history['stopped']}), {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        yield run
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = training_parser("python -m companion.hyperimts.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="CPU processes training models side by side (one thread each; same result)")
     args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers: expected at least 1, got {args.workers}")
     if args.steps is not None:
-        parser.error("--steps: the recipe trains a fixed number of epochs per model; change RECIPES instead")
+        parser.error("--steps: each model trains until its validation error stops improving (at most the "
+                     "recipe's epochs); change RECIPES instead")
     recipe = {**RECIPES[args.scale], **({} if args.seed is None else {"seed": args.seed})}
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    workers = 1 if device == "cuda" else args.workers
     torch.set_num_threads(1)
     start = time.perf_counter()
-    models, histories = train_all(recipe, device, _log_progress)
+    models, histories = train_all(recipe, device, _log_progress, workers)
     seconds = time.perf_counter() - start
     meta = provenance(
         command="python -m companion.hyperimts.train " + " ".join(argv if argv is not None else sys.argv[1:]),
-        recipe=recipe, seconds=seconds, device=device,
+        recipe=recipe, seconds=seconds, device=device, workers=workers,
         data={"generator": "companion.data.imts.make_imts", "lead-lag seed": recipe["seed"],
               "independent seed": recipe["seed"] + 1, "followers": [f for _, f in lead_lag_pairs(recipe["n_vars"])]},
         parameters={name: sum(p.numel() for p in trained(models, name, recipe["seed"]).parameters())
