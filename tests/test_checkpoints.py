@@ -1,4 +1,6 @@
 import json
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,3 +47,26 @@ def test_train_from_recipe_seeds_builds_and_trains():
     m2, h2, _ = train_from_recipe(recipe, lambda c: torch.nn.Linear(**c), train)
     assert h1 == h2 and h1["steps"] == 5 and s1 >= 0  # seeded: the same initial weights twice
     assert isinstance(m1, torch.nn.Linear) and m1.in_features == 2
+
+
+def _shipped_records():
+    root = Path(__file__).resolve().parents[1]
+    return sorted(p for p in (root / "companion").glob("*/checkpoints/*.json") if p.with_suffix(".pt").is_file())
+
+
+@pytest.mark.parametrize("record", _shipped_records(), ids=lambda p: f"{p.parts[-3]}/{p.name}")
+def test_every_shipped_checkpoint_comes_from_a_clean_commit_and_a_fixed_budget(record):
+    """BOOK.md, "Scales": trained from a clean commit, for a fixed budget, never by a clock."""
+    meta = json.loads(record.read_text())
+    assert re.fullmatch(r"[0-9a-f]{40}", meta["commit"]), f"{record}: commit {meta['commit']!r} is not a clean commit"
+    assert meta["command"].startswith(f"python -m companion.{record.parts[-3]}.train"), meta["command"]
+    assert meta["training_seconds"] > 0
+    clock = [k for k in _keys(meta["recipe"]) if "time_limit" in k or "seconds" in k]
+    assert not clock, f"{record}: the recipe stops on a clock: {clock}"
+
+
+def _keys(tree):
+    """Every key of a nested dict."""
+    for key, value in tree.items() if isinstance(tree, dict) else ():
+        yield key
+        yield from _keys(value)

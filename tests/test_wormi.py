@@ -258,7 +258,7 @@ def test_the_shipped_checkpoint_loads_into_the_current_code():
 
     agents, meta = load_or_train("quick")
     assert (CHECKPOINTS / "quick.pt").stat().st_size < 5_000_000
-    assert meta["package_clean"] == "companion/wormi clean at the commit" and meta["training_seconds"] > 0
+    assert meta["training_seconds"] > 0  # and a clean commit: tests/test_checkpoints.py
     assert len(agents.library) == len(LIBRARY) and len(agents.oracles) == len(UNSEEN)
     assert [len(p) for p in agents.prototypes()] == meta["prototypes"]
     frame, _ = agent.evaluate(agents.policy("retrieve"), Domain(), n=8, seed=0)

@@ -157,15 +157,6 @@ def load_or_train(scale: str = "quick", progress=None) -> tuple[Agents, dict]:
                             "training_seconds": round(trained.seconds, 1), "source": "trained in this run"}
 
 
-def _package_clean() -> str:
-    """Whether ``companion/wormi`` matches the commit (other chapters' files may be edited)."""
-    import subprocess
-
-    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", str(Path(__file__).parent)],
-                         capture_output=True, text=True, cwd=Path(__file__).parent).stdout
-    return "companion/wormi clean at the commit" if not out.strip() else "companion/wormi modified"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = training_parser("python -m companion.wormi.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
     args = parser.parse_args(argv)
@@ -185,7 +176,6 @@ def main(argv: list[str] | None = None) -> int:
               "oracles": [list(m) for m in UNSEEN], "seeds": "reasoning seed+1, world j seed+10+j, "
               "composition j seed+30+j"},
         history=trained.history,
-        package_clean=_package_clean(),
     )
     save_checkpoint(agents, args.out / f"{args.scale}.pt", meta)
     print(json.dumps({k: meta[k] for k in ("training_seconds", "parameters")}))
