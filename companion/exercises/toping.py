@@ -36,27 +36,31 @@ def _h0_cases():
     ]
 
 
+def _kruskal_deaths(n: int, edges, times, order) -> np.ndarray:
+    """The sorted times of the edges that join two components when the edges are added in
+    ``order``: the finite 0-dimensional deaths when ``order`` sorts the times (eq. toping-pairing),
+    and a usual mistake otherwise."""
+    parent = list(range(n))
+
+    def find(a):
+        while parent[a] != a:
+            a = parent[a]
+        return a
+
+    out = []
+    for e in order:
+        ru, rv = find(int(edges[e][0])), find(int(edges[e][1]))
+        if ru != rv:
+            parent[ru] = rv
+            out.append(float(times[e]))
+    return np.sort(np.asarray(out, dtype=float))
+
+
 def _h0_variants(n, edges, times) -> dict[str, np.ndarray]:
     """Answers of the usual mistakes, to recognise them."""
-    def kruskal(order):
-        parent = list(range(n))
-
-        def find(a):
-            while parent[a] != a:
-                a = parent[a]
-            return a
-
-        out = []
-        for e in order:
-            ru, rv = find(edges[e, 0]), find(edges[e, 1])
-            if ru != rv:
-                parent[ru] = rv
-                out.append(times[e])
-        return np.sort(out)
-
     return {
-        "unsorted": kruskal(range(len(edges))),
-        "descending": kruskal(np.argsort(-times)),
+        "unsorted": _kruskal_deaths(n, edges, times, range(len(edges))),
+        "descending": _kruskal_deaths(n, edges, times, np.argsort(-times)),
         "every_edge": np.sort(times),
     }
 
