@@ -16,7 +16,7 @@ from tools import book, versions
 CHAPTERS = book.chapters()
 ROOT = book.ROOT
 HIDDEN = {"hide-input", "remove-input", "remove-cell", "hide-cell"}
-MAX_CODE_LINE = 88  # what the book's code column shows at desktop width without scrolling
+MAX_CODE_LINE = book.COLUMN  # what the book's code column shows at desktop width without scrolling
 
 
 def _cells(nb):
@@ -142,3 +142,14 @@ def test_equation_labels_are_lowercase(doc):
 
     labels = re.findall(r"^:label:\s*(\S+)", (ROOT / f"{doc}.md").read_text(), flags=re.M)
     assert all(label == label.lower() for label in labels), [l for l in labels if l != l.lower()]
+
+
+def test_printed_lines_wider_than_the_column_are_problems():
+    wide, narrow = "x" * (book.COLUMN + 1), "x" * book.COLUMN
+    cell = nbformat.v4.new_code_cell("print(...)")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"{narrow}\n{wide}\n"),
+                    nbformat.v4.new_output("execute_result", data={"text/plain": wide, "text/html": "<table/>"}),
+                    nbformat.v4.new_output("execute_result", data={"text/plain": wide})]
+    problems = book.output_problems(nbformat.v4.new_notebook(cells=[cell]))
+    # the stdout line and the plain-text result; a table shown as HTML is not printed text
+    assert len(problems) == 2 and all(f"{book.COLUMN + 1} characters" in p for p in problems)

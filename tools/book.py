@@ -39,6 +39,7 @@ from tools import versions
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER_DOC = "book/ledger"
 QUICK_BUDGET_S = 90.0
+COLUMN = 88  # characters of code or text output the page shows at desktop width without scrolling
 
 
 def build_dir() -> Path:
@@ -202,8 +203,8 @@ _GLUE_REF = re.compile(r"\{glue(?::\w+)?\}`([^`:]+)(?::[^`]*)?`|^```\{glue(?::\w
 
 def output_problems(nb) -> list[str]:
     """What a reader must not see in an executed page: stderr, progress-bar walls, machine paths,
-    errors, NaN in a table, a glued name the prose uses but the run never glued; and autograded
-    exercises that do not score full points."""
+    errors, NaN in a table, printed lines wider than the column, a glued name the prose uses but
+    the run never glued; and autograded exercises that do not score full points."""
     problems = []
     glued = {o.metadata["scrapbook"]["name"] for c in nb.cells if c.cell_type == "code"
              for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
@@ -229,6 +230,10 @@ def output_problems(nb) -> list[str]:
                     problems.append(f"cell {i}: a machine path {_PATH.search(text).group(0)!r} in {text[:80]!r}")
                 if re.search(r"\|\s*(nan|NaN)\s*\|", text):
                     problems.append(f"cell {i}: a NaN cell in a table")
+            if out.output_type == "stream" or set(out.get("data", {})) == {"text/plain"}:  # shown as text
+                wide = [line for text in texts for line in text.splitlines() if len(line) > COLUMN]
+                problems += [f"cell {i}: a printed line of {len(line)} characters, wider than the "
+                             f"{COLUMN} the column shows: {line[:60]!r}" for line in wide]
         if "autograde" in tags:
             scores = [o.data.get("text/plain") for o in cell.get("outputs", []) if o.output_type == "execute_result"]
             if scores != [f"{cell.metadata['points']:g}"]:
