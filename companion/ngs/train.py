@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = training_parser("python -m companion.ngs.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
     args = parser.parse_args(argv)
     recipe = recipe_from_args(RECIPES, args)
+    torch.set_num_threads(1)  # a fixed order of floating-point sums: the same weights on any CPU
     policy, history, seconds = train_from_recipe(recipe, _build, train_pomo, log_every=100, progress=None)
     meta = provenance(
         command="python -m companion.ngs.train " + " ".join(argv if argv is not None else sys.argv[1:]),
