@@ -88,4 +88,4 @@ def test_checkers_cite_the_printed_equation_numbers():
     over_all_rows = ex.check_segment_softmax(lambda s, seg, n: torch.softmax(s, 0))
     assert "eq. (" in str(over_all_rows) and "hyperimts-" not in str(over_all_rows)
     not_a_number = ex.check_padding_cost(lambda b: "many")
-    assert "one number" in str(not_a_number)
+    assert "single number" in str(not_a_number)

@@ -124,7 +124,7 @@ def test_selection_pressure_checker():
 
     for fn, phrase in ((one_draw, "first parent"), (with_replacement, "with replacement"),
                        (kappa_alone, "population size"), (lambda P, k: 0.5, "exact probability"),
-                       (lambda P, k: "high", "not a number")):
+                       (lambda P, k: "high", "not a single number")):
         report = ex.check_selection_pressure(fn)
         assert not report.passed and phrase in str(report), (fn, str(report))
 

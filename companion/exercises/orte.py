@@ -87,13 +87,8 @@ def check_contrast(contrast: Callable) -> Report:
     cases = [("a univariate batch", x[..., :1], x_pos[..., :1], x_neg[..., :1]),
              ("two channels, one of them kept only in the positive", x, x_pos, x_neg)]
     for what, a, b, c in cases:
-        got = report.call(contrast, a.clone(), b.clone(), c.clone(), what=what)
+        got = report.call_number(contrast, a.clone(), b.clone(), c.clone(), what=what)
         if got is None:
-            return report
-        try:
-            got = float(got)
-        except (TypeError, ValueError):
-            report.check(False, f"{what}: expected a scalar loss, got {type(got).__name__}")
             return report
         want = float(ot.contrast_loss(a, b, c))
         if abs(got - want) < 1e-8:
