@@ -179,6 +179,11 @@ def test_training_stops_when_the_validation_error_stops_improving(data):
     assert hist["lr"] == [1e-12, 1e-12, 1e-12, 5e-13]
     capped = hx.fit(hx.GRUD(6, hidden=8), train, val, epochs=2, patience=5, batch_size=10, lr=1e-2)
     assert len(capped["val"]) == 2 and capped["stopped"] == "epochs"
+    broken = hx.GRUD(6, hidden=8)
+    with torch.no_grad():
+        next(broken.parameters()).fill_(float("nan"))
+    with pytest.raises(FloatingPointError, match="^lr"):  # a diverged run is named, not kept
+        hx.fit(broken, train, val, epochs=2, batch_size=10)
 
 
 def test_step_cost_measures_time_and_peak_memory(data):

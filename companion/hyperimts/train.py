@@ -153,6 +153,9 @@ def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epoch
             losses.append(loss.detach())
         model.eval()
         val_mse = evaluate(model, val)["mse"]
+        if not np.isfinite(val_mse):
+            raise FloatingPointError(f"lr: the validation MSE became {val_mse} in epoch {len(history['val']) + 1}; "
+                                     f"training diverged at lr = {lr}, try a smaller one")
         history["train"].append(float(torch.stack(losses).mean()))
         history["val"].append(val_mse)
         history["lr"].append(opt.param_groups[0]["lr"])
@@ -225,7 +228,8 @@ def train_all(recipe: dict, device=None, progress=None, workers: int = 1) -> tup
 
     ``workers > 1`` trains that many models at a time in CPU processes of one thread each. Each
     model starts from the same initial weights and meets the same batches as it would here, so
-    the result does not depend on ``workers`` (a test checks it).
+    the result is the one ``workers=1`` gives on one thread (a test checks it; the entry point
+    and the chapter run on one thread).
     """
     if workers < 1:
         raise ValueError(f"workers: expected at least 1, got {workers}")
