@@ -121,3 +121,13 @@ def test_page_furniture(html):
         launch = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', text)
         assert launch and all(url.endswith(f"/notebooks/{book.slug(doc)}.ipynb") for url in launch), launch
     assert (html / "_static" / "favicon.png").exists()
+
+
+def test_every_page_with_math_loads_mathjax(html):
+    """A page whose math MathJax must typeset loads MathJax (the script-dedupe hook once dropped it
+    from every page, and the formulas showed as raw LaTeX)."""
+    pages = [p for p in html.rglob("*.html") if "_static" not in p.parts]
+    with_math = [p for p in pages if BeautifulSoup(p.read_text(), "html.parser").select(".math")]
+    assert len(with_math) >= len(CHAPTERS) // 2
+    missing = [str(p.relative_to(html)) for p in with_math if not re.search(r"<script[^>]+mathjax", p.read_text())]
+    assert not missing, f"pages with math but no MathJax script: {missing}"

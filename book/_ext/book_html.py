@@ -82,7 +82,9 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
         if key not in seen:
             seen.add(key)
             kept.append(script)
-    context["script_files"] = kept
+    # in place: Sphinx adds a page's own scripts (MathJax, on a page with math) to this same
+    # list in a later handler, so a new list would lose them
+    context.get("script_files", [])[:] = kept
 
 
 def _read_bibliography(app, config) -> None:
