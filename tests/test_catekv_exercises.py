@@ -1,7 +1,6 @@
 """The CateKV exercise checkers: a right answer passes with its points, each classic mistake is named,
 a stub is reported as not done, and no solution is exported."""
 
-import pytest
 import torch
 
 import companion.exercises.catekv as ex

@@ -3,7 +3,6 @@ the losses at their known zeros, the metrics on synthetic cases, and bad input."
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from torch import nn

@@ -7,7 +7,6 @@ from math import comb
 
 import numpy as np
 import pytest
-import torch
 from scipy import stats
 
 from companion import facttest as ft

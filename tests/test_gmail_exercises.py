@@ -1,6 +1,5 @@
 """The checkers of the GMAIL exercises: a right answer passes, and each classic mistake is named."""
 
-import torch
 import torch.nn.functional as F
 
 import companion.gmail as gm

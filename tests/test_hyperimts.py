@@ -175,7 +175,8 @@ def test_training_stops_when_the_validation_error_stops_improving(data):
     # a learning rate too small to move the error: epoch 1 is the best, 2 and 3 do not improve
     # (the rate halves after the second), epoch 4 is the third without improvement: stop
     hist = hx.fit(hx.GRUD(6, hidden=8), train, val, epochs=20, patience=3, batch_size=10, lr=1e-12)
-    assert len(hist["val"]) == 4 and hist["stopped"] == "patience" and hist["best_epoch"] >= 1
+    assert len(hist["val"]) == 4 and hist["stopped"] == "patience"
+    assert hist["val"][hist["best_epoch"] - 1] == hist["best_val"] == min(hist["val"])
     assert hist["lr"] == [1e-12, 1e-12, 1e-12, 5e-13]
     capped = hx.fit(hx.GRUD(6, hidden=8), train, val, epochs=2, patience=5, batch_size=10, lr=1e-2)
     assert len(capped["val"]) == 2 and capped["stopped"] == "epochs"

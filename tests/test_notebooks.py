@@ -6,7 +6,6 @@ import re
 import subprocess
 import sys
 
-import jupytext
 import nbformat
 import pytest
 

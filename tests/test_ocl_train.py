@@ -1,7 +1,6 @@
 """companion.ocl.train: the bank of encoders, its FLOP budget and the shipped checkpoint."""
 
 import json
-from pathlib import Path
 
 import pytest
 import torch

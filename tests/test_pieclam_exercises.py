@@ -1,6 +1,5 @@
 """The checkers of the PieClam exercises: a right answer passes, and each classic mistake is named."""
 
-import pytest
 import torch
 
 from companion import pieclam as pc

@@ -1,8 +1,6 @@
 """Unit tests of companion.toping: persistence pinned to hand-computed cases, brute-force Betti
 numbers, gudhi (the oracle, when installed) and finite differences; losses, metrics, generators."""
 
-import itertools
-
 import networkx as nx
 import numpy as np
 import pytest
@@ -207,7 +205,7 @@ def test_gap_of_the_oracle_house_by_hand():
     g = tp.make_ba_house_grid(2, mode="housegrid", seed=0)
     g = next(x for x in g if x.motifs == ("house",))
     f = 0.05 + 0.9 * g.edge_gt.double()
-    n, ex = g.num_nodes, len(g.edges) - 6
+    ex = len(g.edges) - 6
     # H0: 4 low and n-4 essential in T_X, ex low and n-ex essential in T_eps; the surplus of
     # n-4-(n-ex) essential points of T_X goes to the diagonal (0.25) and low points of T_eps (0.025)
     # cheaper than a match (0.45); H1: two house cycles (0.05, 0.5) to the diagonal at 0.225

@@ -16,12 +16,11 @@ from collections import deque
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from companion.validation import as_generator, as_positive_int
 
-from .db import MAX_VALUE, N_COLS, ColumnHistograms, RangeQuery, avi_estimate
+from .db import MAX_VALUE, N_COLS, ColumnHistograms, RangeQuery
 
 __all__ = ["D_FEATURES", "featurize", "label", "TaskFeaturizer", "fit_tfm", "weighted_mse",
            "DynamicDecisionEngine", "sample_prior_batch", "meta_train", "prior_nll",

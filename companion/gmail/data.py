@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ._checks import N_CAPTIONS, as_batch, as_int
+from ._checks import as_batch, as_int
 
 __all__ = ["Split", "Splits", "load_digits_splits", "thickness_terciles", "thickness", "caption_ids",
            "caption_strings", "THICKNESS", "DIGIT_NAMES"]

@@ -78,7 +78,7 @@ def evaluate(model, batches: list[IMTSBatch], variables=None) -> dict:
     which :func:`pooled_mse` gives the error on any group of variables.
     """
     device = _device_of(model)
-    se = ae = None
+    se = None
     with torch.no_grad():
         for batch in batches:
             batch = batch if device is None else batch.to(device)
@@ -249,7 +249,7 @@ def train_all(recipe: dict, device=None, progress=None, workers: int = 1) -> tup
         for (name, seed), (state, history) in (progress(runs, desc="training", total=len(jobs)) if progress else runs):
             models[model_key(name, seed)].load_state_dict(state)
             histories[model_key(name, seed)] = history
-    return models.eval(), {key: histories[key] for key in map(lambda job: model_key(*job), jobs)}
+    return models.eval(), {model_key(*job): histories[model_key(*job)] for job in jobs}  # in job order
 
 
 def trained(models: torch.nn.ModuleDict, name: str, seed: int) -> torch.nn.Module:

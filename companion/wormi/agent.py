@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 from torch.nn import functional as fn
 
-from .minihome import ACTIONS, TASKS, A, Domain, blocked_by, goal_vectors, reached
+from .minihome import TASKS, A, Domain, blocked_by, goal_vectors, reached
 from .models import CompoundAttention, ReasoningPolicy, WorldModel, world_features
 from .retrieval import PrototypeIndex, abstract_transition, retrieve
 
