@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 from markdown_it import MarkdownIt
 
-from companion.ledger import (CheckFailed, Ledger, build_dir, claims_table, headline_counts, ledger_markdown,
-                              md_escape, read_ledgers, summary_markdown)
+from companion.ledger import (CheckFailed, Diagnosis, Ledger, build_dir, claims_table, contract_problems,
+                              headline_counts, ledger_markdown, md_escape, read_ledgers, summary_markdown)
 
 POST = dict(kind="paper", statement="s", paper="p", criterion="holds if x", post_hoc=False)
+POST3 = dict(POST, no_null="exact", gate_criteria={"g": "c"}, gates={"g": (1, True)})
 
 
 @pytest.fixture
@@ -17,17 +18,33 @@ def ledger(tmp_path):
 
 def test_record_writes_the_json_of_book_md(ledger):
     ledger.preregister("kl-bound", kind="paper", statement="KL is bounded", paper="KL <= 1",
-                       criterion="holds if KL <= 1")
-    ledger.record("kl-bound", measured=np.float64(0.5), holds=np.bool_(True), note="exact")
+                       criterion="holds if KL <= 1", null="the same KL for the untrained model",
+                       gates={"model-learned": "loss fell by half"})
+    ledger.departure("learning rate", official=1e-3, source="train.py", ours=2e-3, why="a smaller batch")
+    ledger.record("kl-bound", measured=np.float64(0.5), holds=np.bool_(True), note="exact",
+                  null_measured=3.0, null_holds=False, gates={"model-learned": (0.38, True)})
     ledger.record("win-rate", measured="n/a here", holds=False, kind="mechanism", statement="wins",
-                  paper="0.9", criterion="holds if >= 0.9", post_hoc=True)
+                  paper="0.9", criterion="holds if >= 0.9", post_hoc=True, no_null="checked exactly",
+                  gate_criteria={"g": "c"}, gates={"g": (1, True)})
+    ledger.record("kernel", measured=0.0, holds=True, kind="check", statement="k = ref", paper="-",
+                  criterion="c", post_hoc=False)
     data = json.loads(ledger.path.read_text())
     assert data == {"chapter": "toy-chapter", "scale": "quick", "seed": 0, "claims": [
         {"id": "kl-bound", "kind": "paper", "post_hoc": False, "statement": "KL is bounded", "paper": "KL <= 1",
-         "measured": 0.5, "criterion": "holds if KL <= 1", "holds": True, "note": "exact"},
+         "measured": 0.5, "criterion": "holds if KL <= 1", "holds": True, "note": "exact",
+         "null": "the same KL for the untrained model", "null_measured": 3.0, "null_holds": False,
+         "gates": [{"id": "model-learned", "criterion": "loss fell by half", "measured": 0.38, "passed": True}],
+         "diagnosis": None, "verdict": "reproduced"},
         {"id": "win-rate", "kind": "mechanism", "post_hoc": True, "statement": "wins", "paper": "0.9",
-         "measured": "n/a here", "criterion": "holds if >= 0.9", "holds": False, "note": ""}]}
+         "measured": "n/a here", "criterion": "holds if >= 0.9", "holds": False, "note": "",
+         "no_null": "checked exactly", "gates": [{"id": "g", "criterion": "c", "measured": 1, "passed": True}],
+         "diagnosis": None, "verdict": "untraced"},
+        {"id": "kernel", "kind": "check", "post_hoc": False, "statement": "k = ref", "paper": "-", "measured": 0.0,
+         "criterion": "c", "holds": True, "note": "", "verdict": "holds"}],
+        "departures": [{"parameter": "learning rate", "official": 0.001, "source": "train.py", "ours": 0.002,
+                        "why": "a smaller batch", "ablation": None}]}
     assert type(data["claims"][0]["measured"]) is float
+    assert contract_problems(data) == []
 
 
 @pytest.mark.parametrize("missing", ["kind", "statement", "paper", "criterion", "post_hoc"])
@@ -117,7 +134,7 @@ def test_a_statement_with_pipes_and_stars_renders_as_one_row(ledger):
                   paper="O(|V| + |E|)", criterion="holds if *x* | y", post_hoc=False)
     rows = _table_rows(claims_table(ledger.claims))
     assert len(rows) == 1 and len(rows[0]) == 6, rows
-    assert rows[0][0] == "✗"
+    assert rows[0][0] == "✗ does not hold (old contract)"
     html = MarkdownIt("commonmark").enable("table").render(claims_table(ledger.claims))
     assert "<em>" not in html and "O(|E|)" in html and "p* = a_b * c" in html
     assert md_escape("a|b*c_d$e") == "a\\|b\\*c\\_d\\$e"
@@ -177,19 +194,115 @@ def test_read_ledgers_follows_the_reading_order_and_refuses_old_files(tmp_path):
 
 def test_ledger_page_counts_each_kind_in_its_own_column(tmp_path):
     led = Ledger("toy", scale="quick", seed=0, path=tmp_path / "toy.json")
-    led.record("a", measured=1, holds=True, **POST)
-    led.record("b", measured=2, holds=False, **{**POST, "kind": "mechanism"})
+    led.record("a", measured=1, holds=True, **POST3)
+    led.record("b", measured=2, holds=False, **{**POST3, "kind": "mechanism"})
     led.record("c", measured=2, holds=True, **{**POST, "kind": "control"})
-    led.record("d", measured=2, holds=True, **{**POST, "post_hoc": True})
+    led.record("d", measured=2, holds=True, **{**POST3, "post_hoc": True})
     led.record("e", measured=0, holds=True, **{**POST, "kind": "check"})
-    (data,) = read_ledgers(tmp_path)
-    assert headline_counts(data) == {"paper": (1, 2), "check": (1, 1), "control": (1, 1), "post_hoc": (1, 1)}
-    table = summary_markdown([data], {"toy": "A toy | chapter"})
-    assert "| {ref}`A toy \\| chapter <toy-claims>` | 1/2 | 1/1 | 1/1 | 1/1 |" in table
-    assert "| **all chapters** | **1/2** |" in table
+    old = Ledger("old", scale="quick", seed=0, path=tmp_path / "old.json")
+    old.record("a", measured=1, holds=True, **POST)
+    (data, old_data) = read_ledgers(tmp_path, order=["toy", "old"])
+    counts = headline_counts(data)
+    assert counts == {"reproduced": 1, "not_reproduced": 0, "untraced": 1, "inconclusive": 0, "vacuous": 0,
+                      "old_contract": (0, 0), "check": (1, 1), "control": (1, 1), "post_hoc": (1, 1)}
+    table = summary_markdown([data, old_data], {"toy": "A toy | chapter"})
+    assert "| {ref}`A toy \\| chapter <toy-claims>` | 1 | 0 | 1 | 0 | 0 | 1/1 | 1/1 | 1/1 |" in table
+    assert "| **all chapters** | **1** | **0** | **1** |" in table
+    assert "| chapter (old contract) |" in table and "| {ref}`old <old-claims>` | 1/1 |" in table
     page = ledger_markdown([data], {"toy": "Toy"})
-    assert "**{ref}`Toy <toy-claims>`**: 1 of 2 of the paper's claims hold" in page
-    assert ":class: dropdown" not in page  # no notes, no dropdown
+    assert ("**{ref}`Toy <toy-claims>`**: 1 of 1 decided claims of the paper reproduced at quick scale; "
+            "not counted: 1 not reproduced with the cause untraced") in page
+    assert ":class: dropdown" in page and "no null: exact" in page  # the reason for no null is shown
     led2 = Ledger("toy2", scale="quick", seed=0, path=tmp_path / "toy2.json")
-    led2.record("a", measured=1, holds=True, note="measured | somehow", **POST)
-    assert ":class: dropdown" in ledger_markdown(read_ledgers(tmp_path))
+    led2.record("a", measured=1, holds=True, note="measured | somehow", **{**POST, "kind": "control"})
+    assert ":class: dropdown" in ledger_markdown([read_ledgers(tmp_path, order=["toy2"])[0]])
+    assert ":class: dropdown" not in ledger_markdown([old_data])  # no note, no null, no gate: nothing to fold
+
+
+# --- contract v3: nulls, gates, diagnoses and the five verdicts ---------------------------------------
+
+def _claim(ledger, cid, *, holds, null_holds=None, gate_ok=True, diagnosis=None):
+    ledger.preregister(cid, kind="paper", statement=f"{cid} holds", paper="p", criterion="holds if x <= 1",
+                       null="the same x for an untrained model", gates={"model-learned": "loss halves"})
+    return ledger.record(cid, measured=0.5, holds=holds, null_measured=0.7, null_holds=null_holds,
+                         gates={"model-learned": (0.4 if gate_ok else 0.9, gate_ok)}, diagnosis=diagnosis)
+
+
+def test_the_five_verdicts(ledger):
+    traced = Diagnosis("ablation at the official lr 1e-3", "the ratio stays at 0.98")
+    assert _claim(ledger, "good", holds=True, null_holds=False).verdict == "reproduced"
+    assert _claim(ledger, "empty", holds=True, null_holds=True).verdict == "vacuous"
+    assert _claim(ledger, "blind", holds=True, null_holds=False, gate_ok=False).verdict == "inconclusive"
+    assert _claim(ledger, "blind-fail", holds=False, null_holds=False, gate_ok=False,
+                  diagnosis=traced).verdict == "inconclusive"
+    assert _claim(ledger, "traced", holds=False, null_holds=False, diagnosis=traced).verdict == "not reproduced"
+    assert _claim(ledger, "lost", holds=False, null_holds=False).verdict == "untraced"
+    ledger.record("exact", measured=0, holds=True, kind="paper", statement="a theorem", paper="Thm 1",
+                  criterion="no violation", post_hoc=False, no_null="checked exactly against enumeration",
+                  gate_criteria={"tight": "some case within 1% of the bound"}, gates={"tight": (0.001, True)})
+    assert ledger["exact"].verdict == "reproduced"
+    head = ledger.headline()
+    assert head == ("2 of 3 decided claims of the paper reproduced at quick scale; not counted: 2 inconclusive, "
+                    "1 vacuous, 1 not reproduced with the cause untraced")
+    box = ledger.verdict_markdown()
+    assert ":class: important" in box
+    assert "- ∅ empty holds (paper): vacuous: the null passes too (0.7)" in box
+    assert "- ? blind holds (paper): inconclusive (gate model-learned failed: 0.9)" in box
+    assert "- ✗ traced holds (paper): not reproduced; traced: the ratio stays at 0.98" in box
+    assert "- ✗ lost holds (paper): not reproduced, cause untraced" in box
+    ledger.departure("seeds", official=5, source="paper", ours=3, why="time")
+    data = ledger.to_dict()
+    assert contract_problems(data) == []
+    data["claims"][1]["verdict"] = "reproduced"  # a typed verdict is caught
+    assert contract_problems(data) == ["claim 'empty' reads 'reproduced', its fields give 'vacuous'"]
+
+
+def test_a_claim_must_record_its_null_and_exactly_its_gates(ledger):
+    ledger.preregister("c", kind="paper", statement="s", paper="p", criterion="x <= 1", null="untrained",
+                       gates={"learned": "loss halves"})
+    with pytest.raises(ValueError, match="^null_measured: claim 'c' pre-registered a null"):
+        ledger.record("c", measured=1, holds=True, gates={"learned": (1, True)})
+    with pytest.raises(ValueError, match="^gates: claim 'c' pre-registered the gates"):
+        ledger.record("c", measured=1, holds=True, null_measured=2, null_holds=False)
+    with pytest.raises(ValueError, match="^gates: expected 'learned': \\(measured, passed\\)"):
+        ledger.record("c", measured=1, holds=True, null_measured=2, null_holds=False, gates={"learned": 0.3})
+    with pytest.raises(ValueError, match="passed: expected a bool"):
+        ledger.record("c", measured=1, holds=True, null_measured=2, null_holds=False, gates={"learned": (1, 1)})
+    with pytest.raises(ValueError, match="^null_holds"):
+        ledger.record("c", measured=1, holds=True, null_measured=2, null_holds="no", gates={"learned": (1, True)})
+    with pytest.raises(ValueError, match="^diagnosis: expected a Diagnosis"):
+        ledger.record("c", measured=1, holds=False, null_measured=2, null_holds=False,
+                      gates={"learned": (1, True)}, diagnosis="it is the scale")
+    with pytest.raises(ValueError, match="^null: give either"):
+        ledger.preregister("d", kind="paper", statement="s", paper="p", criterion="c", null="n", no_null="m")
+    with pytest.raises(ValueError, match="^kind: a check claim has no null"):
+        ledger.preregister("e", kind="check", statement="s", paper="p", criterion="c", null="n")
+    with pytest.raises(ValueError, match="^null_measured: claim 'f' has no pre-registered null"):
+        ledger.record("f", measured=1, holds=True, null_measured=1, null_holds=True, **POST3)
+    with pytest.raises(ValueError, match="^experiment"):
+        Diagnosis("", "flat")
+
+
+def test_departures_beyond_two_fold_need_an_ablation(ledger):
+    with pytest.raises(ValueError, match="^ablation: 'learning rate' departs 100x"):
+        ledger.departure("learning rate", official=1e-3, source="train.py", ours=0.1, why="faster")
+    ledger.departure("learning rate", official=1e-3, source="train.py", ours=0.1, why="faster",
+                     ablation="lr-official")
+    ledger.departure("model", official="a 7B language model", source="paper, section 5", ours="a Markov chain",
+                     why="offline and enumerable", ablation="none can run offline")
+    with pytest.raises(ValueError, match="^parameter: 'model' is already"):
+        ledger.departure("model", official="x", source="y", ours="z", why="w")
+    _claim(ledger, "good", holds=True, null_holds=False)
+    with pytest.raises(ValueError, match="^ablation: departure 'learning rate' names 'lr-official'"):
+        ledger.verdict_markdown()
+    _claim(ledger, "lr-official", holds=True, null_holds=False)
+    assert "Verdict: 2 of 2 decided claims" in ledger.verdict_markdown()
+    table = ledger.departures()._repr_markdown_()
+    assert "| learning rate | 0.001 (train.py) | 0.1 | faster | lr-official |" in table
+
+
+def test_a_chapter_on_the_old_contract_is_named_by_contract_problems(ledger):
+    ledger.record("a", measured=1, holds=True, **POST)
+    problems = contract_problems(ledger.to_dict())
+    assert problems == ["no departures table (departure())", "claim 'a' has no null and no reason for none"]
+    assert ledger["a"].verdict is None and ledger.headline().endswith("(old contract: no nulls or gates)")
