@@ -235,3 +235,21 @@ def test_simulation_in_blocks_draws_the_same_calibration_sets(monkeypatch):
         blocks = ft.simulate_violation(model, 200, 0.1, 0.05, 300, np.random.default_rng(3))
         monkeypatch.undo()
         assert np.array_equal(whole["tau"], blocks["tau"]) and whole["frequency"] == blocks["frequency"]
+
+
+def test_the_dkw_rank_is_valid_and_more_conservative_than_k_hat():
+    for alpha, delta in [(0.1, 0.05), (0.05, 0.01), (0.2, 0.1)]:
+        for n0 in (1, 10, 30, 100, 1000, 5000):
+            k = ft.dkw_index(n0, alpha, delta)
+            assert 1 <= k <= n0 + 1
+            assert k >= ft.order_statistic_index(n0, alpha, delta)  # the exact tail is the sharper bound
+            if k <= n0:  # DKW's guarantee, checked against the exact binomial tail
+                assert ft.violation_probability(k, n0, alpha) <= delta
+    assert ft.dkw_index(1000, 0.1, 0.05) == 939  # ceil(1000 (0.9 + sqrt(log 20 / 2000)))
+    assert ft.dkw_index(0, 0.1, 0.05) == 1
+    for bad, match in [(dict(n0=-1), "^n0"), (dict(alpha=1.5), "^alpha"), (dict(delta=float("nan")), "^delta")]:
+        args = dict(n0=10, alpha=0.1, delta=0.05) | bad
+        with pytest.raises(ValueError, match=match):
+            ft.dkw_index(**args)
+    sim = ft.simulate_violation(ft.GaussianScores(mu=2.0), 200, 0.1, 0.05, 500, np.random.default_rng(0), rule="dkw")
+    assert sim["k"] == ft.dkw_index(200, 0.1, 0.05) and sim["frequency"] <= 0.05

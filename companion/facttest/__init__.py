@@ -22,6 +22,7 @@ from .sim import DiscreteVEScores, GaussianScores, ShiftWorld, discrete_violatio
 from .threshold import (
     FactTest,
     as_correct,
+    dkw_index,
     facttest_threshold,
     min_null_samples,
     naive_index,
@@ -32,7 +33,7 @@ from .threshold import (
 
 __all__ = [
     "violation_probability", "order_statistic_index", "min_null_samples", "facttest_threshold",
-    "naive_index", "naive_threshold", "as_correct", "FactTest",
+    "naive_index", "naive_threshold", "dkw_index", "as_correct", "FactTest",
     "rejection_sample", "fit_density_ratio", "logistic_regression",
     "error_rates",
     "vanilla_entropy_score", "predictive_entropy_score", "max_prob_score",

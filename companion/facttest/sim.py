@@ -20,7 +20,7 @@ from scipy.special import betaln, gammaln, xlogy
 
 from companion.validation import as_choice, as_generator, as_positive_int, as_probability
 
-from .threshold import _index, naive_index
+from .threshold import _index, dkw_index, naive_index
 
 __all__ = ["GaussianScores", "DiscreteVEScores", "ShiftWorld", "simulate_violation", "discrete_violation_probability"]
 
@@ -223,15 +223,20 @@ _BLOCK = 1 << 23  # scores drawn at once by simulate_violation (64 MiB of float6
 def simulate_violation(model, n0: int, alpha: float, delta: float, reps: int, rng, rule: str = "facttest") -> dict:
     """Draw ``reps`` calibration sets of ``n0`` null scores and compute the exact Type I of each threshold.
 
-    ``rule``: 'facttest' (k_hat, strict >), 'facttest>=' (k_hat, answer iff T >= tau) or 'naive'
-    (the empirical (1 - alpha)-quantile, strict >). Returns the threshold index ``k``, the
+    ``rule``: 'facttest' (k_hat, strict >), 'facttest>=' (k_hat, answer iff T >= tau), 'naive'
+    (the empirical (1 - alpha)-quantile, strict >) or 'dkw' (the rank of :func:`dkw_index`, strict >). Returns the threshold index ``k``, the
     per-draw thresholds ``tau`` and Type I errors ``r0``, the violation ``frequency`` with its
     binomial standard error ``se``, and for the k_hat rules the exact ``v`` = v(k).
     """
-    rule = as_choice(rule, "rule", ("facttest", "facttest>=", "naive"))
+    rule = as_choice(rule, "rule", ("facttest", "facttest>=", "naive", "dkw"))
     n0, reps = as_positive_int(n0, "n0"), as_positive_int(reps, "reps")
     alpha, delta = as_probability(alpha, "alpha"), as_probability(delta, "delta")
-    k = naive_index(n0, alpha) if rule == "naive" else _index(n0, alpha, delta)
+    if rule == "naive":
+        k = naive_index(n0, alpha)
+    elif rule == "dkw":
+        k = dkw_index(n0, alpha, delta)
+    else:
+        k = _index(n0, alpha, delta)
     if k == n0 + 1:
         tau = np.full(reps, np.inf)
     else:  # blocks of calibration draws, so that reps x n0 scores never sit in memory at once

@@ -28,6 +28,7 @@ __all__ = [
     "facttest_threshold",
     "naive_index",
     "naive_threshold",
+    "dkw_index",
     "as_correct",
     "FactTest",
 ]
@@ -114,6 +115,23 @@ def naive_index(n0, alpha) -> int:
     """The empirical (1 - alpha)-quantile's index ceil(n0 (1 - alpha)): at most alpha n0 nulls above it."""
     n0, alpha = _as_n0(n0), as_probability(alpha, "alpha")
     return max(1, math.ceil(n0 * (1.0 - alpha) - 1e-9)) if n0 > 0 else 1
+
+
+def dkw_index(n0, alpha, delta) -> int:
+    """The rank of a threshold made valid by the Dvoretzky-Kiefer-Wolfowitz inequality instead of
+    the exact binomial tail: ceil(n0 (1 - alpha + eps)) with eps = sqrt(log(1/delta) / (2 n0)),
+    n0 + 1 (never answer) when that exceeds n0.
+
+    Massart's one-sided bound P(sup (F_n - F) > eps) <= exp(-2 n0 eps^2) = delta makes it valid
+    with probability 1 - delta, like k_hat of eq. (facttest-khat), but it spends more of the
+    Type I budget: the distribution-free baseline that the exact order statistic improves on.
+    """
+    n0 = _as_n0(n0)
+    alpha, delta = as_probability(alpha, "alpha"), as_probability(delta, "delta")
+    if n0 == 0:
+        return 1
+    eps = math.sqrt(math.log(1.0 / delta) / (2.0 * n0))
+    return min(n0 + 1, max(1, math.ceil(n0 * (1.0 - alpha + eps) - 1e-9)))
 
 
 def naive_threshold(null_scores, alpha) -> float:
