@@ -79,7 +79,6 @@ VERDICTS = {  # verdict -> (mark, how the page says it)
     "holds": ("✓", "holds"),
     "does not hold": ("✗", "does not hold"),
 }
-DECIDED = ("reproduced", "not reproduced")  # what a chapter's and the book's headline count
 
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _MAX_MEASURED_STR = 80
@@ -241,10 +240,6 @@ class Claim:
     def counts(self) -> bool:
         """Whether the claim is one of the paper's pre-registered claims (the headline's pool)."""
         return self.kind in HEADLINE_KINDS and not self.post_hoc
-
-    @property
-    def failed_gates(self) -> list[str]:
-        return [g.id for g in self.gates if not g.passed]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

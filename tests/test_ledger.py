@@ -253,6 +253,7 @@ def test_the_five_verdicts(ledger):
     ledger.departure("seeds", official=5, source="paper", ours=3, why="time")
     data = ledger.to_dict()
     assert contract_problems(data) == []
+    assert ledger.say_verdict("w", "blind") is None  # glued, never displayed
     data["claims"][1]["verdict"] = "reproduced"  # a typed verdict is caught
     assert contract_problems(data) == ["claim 'empty' reads 'reproduced', its fields give 'vacuous'"]
 
