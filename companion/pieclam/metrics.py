@@ -66,9 +66,17 @@ def anomaly_scores(result, kind: Literal["S", "P", "PS"] = "S", density: Literal
 
 
 def prob_matrix(F: torch.Tensor, lorentz: bool) -> np.ndarray:
-    """The dense N x N matrix of decoded edge probabilities (zero diagonal), for plots and errors."""
+    """The dense N x N matrix of decoded edge probabilities (zero diagonal), for plots and errors.
+
+    The Lorentz form is the inclusive part's Gram matrix minus the exclusive part's, two
+    products subtracted, not one matrix product with signed weights: a BLAS that fuses
+    multiply and add would otherwise leave the rounding error of ``a * a`` where two equal
+    terms cancel, and a bipartite pair would decode to a probability of 5e-17 instead of 0.
+    """
     L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype)
-    P = -torch.expm1(-((F * L) @ F.T)).numpy()
+    inc, exc = F[:, L > 0], F[:, L < 0]
+    form = inc @ inc.T - exc @ exc.T  # BigClam: no exclusive part, an N x N block of zeros
+    P = -torch.expm1(-form).numpy()
     np.fill_diagonal(P, 0.0)
     return P
 
