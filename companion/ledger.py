@@ -492,8 +492,8 @@ class Ledger:
         good = [c.verdict == "reproduced" or (c.verdict is None and c.holds) for c in counted]
         style = "tip" if counted and all(good) else "important"
         lines = [f":::{{admonition}} Verdict: {self.headline()}", f":class: {style}", ""]
-        lines += [f"- {_mark(c.to_dict())} {md_escape(c.statement)} ({c.kind}): "
-                  f"{md_escape(_verdict_phrase(c.to_dict()))}" for c in counted]
+        lines += [f"- {_mark(c.to_dict())} **{md_escape(_verdict_phrase(c.to_dict()))}**: "
+                  f"{md_escape(c.statement)} ({c.kind})" for c in counted]
         if others:
             parts = []
             for label, group in (("check", [c for c in others if c.kind == "check"]),
@@ -737,15 +737,21 @@ _VERDICT_COLUMNS = ("reproduced", "not_reproduced", "untraced", "inconclusive", 
 _APART_COLUMNS = ("check", "control", "post_hoc")
 
 
+def _apart(counts: dict[str, Any]) -> str:
+    """Checks, controls and post-hoc claims of one chapter in one cell: "2/2 checks, 0/1 controls"."""
+    names = {"check": "checks", "control": "controls", "post_hoc": "post hoc"}
+    cells = [f"{_frac(*counts[k])} {names[k]}" for k in _APART_COLUMNS if counts[k][1]]
+    return ", ".join(cells) or "–"
+
+
 def summary_markdown(ledgers: list[dict[str, Any]], titles: dict[str, str] | None = None) -> str:
     """One row per chapter, linked to its Claims section: its paper's claims by verdict
     (reproduced, not reproduced and traced, untraced, inconclusive, vacuous), then checks, controls
     and post-hoc claims ("held/recorded") counted apart; a total row. Chapters still on the old
     contract follow in a table of their own, whose verdicts count nowhere."""
     titles = titles or {}
-    new = [led for led in ledgers if not any(c.get("verdict") is None and c["kind"] in HEADLINE_KINDS
-                                             for c in led["claims"])]
-    old = [led for led in ledgers if led not in new]
+    old = [led for led in ledgers if headline_counts(led)["old_contract"][1]]
+    new = [led for led in ledgers if led not in old]
 
     def link(led):
         name = md_escape(titles.get(led["chapter"], led["chapter"]))
@@ -754,28 +760,25 @@ def summary_markdown(ledgers: list[dict[str, Any]], titles: dict[str, str] | Non
 
     blocks = []
     if new:
-        rows = ["| chapter | ✓ reproduced | ✗ not reproduced | ✗ untraced | ? inconclusive | ∅ vacuous "
-                "| checks | controls | post hoc |", "|---|---|---|---|---|---|---|---|---|"]
+        rows = ["| chapter | reproduced | not reproduced | untraced | inconclusive | vacuous | counted apart |",
+                "|---|---|---|---|---|---|---|"]
         total = {k: 0 for k in _VERDICT_COLUMNS} | {k: [0, 0] for k in _APART_COLUMNS}
         for led in new:
             counts = headline_counts(led)
             for k in _VERDICT_COLUMNS:
                 total[k] += counts[k]
             for k in _APART_COLUMNS:
-                total[k][0] += counts[k][0]
-                total[k][1] += counts[k][1]
-            rows.append(f"| {link(led)} | " + " | ".join(str(counts[k]) for k in _VERDICT_COLUMNS) + " | "
-                        + " | ".join(_frac(*counts[k]) for k in _APART_COLUMNS) + " |")
-        rows.append("| **all chapters** | " + " | ".join(f"**{total[k]}**" for k in _VERDICT_COLUMNS) + " | "
-                    + " | ".join(f"**{_frac(*total[k])}**" for k in _APART_COLUMNS) + " |")
+                total[k] = [total[k][0] + counts[k][0], total[k][1] + counts[k][1]]
+            rows.append(f"| {link(led)} | " + " | ".join(str(counts[k]) for k in _VERDICT_COLUMNS)
+                        + f" | {_apart(counts)} |")
+        rows.append("| **all chapters** | " + " | ".join(f"**{total[k]}**" for k in _VERDICT_COLUMNS)
+                    + f" | **{_apart(total)}** |")
         blocks.append("\n".join(rows))
     if old:
-        rows = ["| chapter (old contract) | paper's claims that hold | checks | controls | post hoc |",
-                "|---|---|---|---|---|"]
+        rows = ["| chapter (old contract) | paper's claims that hold | counted apart |", "|---|---|---|"]
         for led in old:
             counts = headline_counts(led)
-            rows.append(f"| {link(led)} | {_frac(*counts['old_contract'])} | "
-                        + " | ".join(_frac(*counts[k]) for k in _APART_COLUMNS) + " |")
+            rows.append(f"| {link(led)} | {_frac(*counts['old_contract'])} | {_apart(counts)} |")
         blocks.append("\n".join(rows))
     return "\n\n".join(blocks)
 

@@ -151,7 +151,8 @@ def test_verdict_box_counts_the_papers_claims_and_lists_the_rest_apart(ledger):
                   post_hoc=True)
     box = ledger.verdict_markdown()
     assert box.startswith(":::{admonition} Verdict: 1 of 2 of the paper's claims hold at quick scale")
-    assert "- ✓ A holds (paper)" in box and "- ✗ B \\| explains (mechanism)" in box
+    assert "- ✓ **holds (old contract)**: A holds (paper)" in box
+    assert "- ✗ **does not hold (old contract)**: B \\| explains (mechanism)" in box
     assert "1 check (1 hold), 1 post-hoc claim (1 hold)" in box and "{ref}`the claims <toy-chapter-claims>`" in box
     assert ledger.say("w", "b", yes="explains", no="does not explain") is None  # glued, never displayed
 
@@ -206,9 +207,10 @@ def test_ledger_page_counts_each_kind_in_its_own_column(tmp_path):
     assert counts == {"reproduced": 1, "not_reproduced": 0, "untraced": 1, "inconclusive": 0, "vacuous": 0,
                       "old_contract": (0, 0), "check": (1, 1), "control": (1, 1), "post_hoc": (1, 1)}
     table = summary_markdown([data, old_data], {"toy": "A toy | chapter"})
-    assert "| {ref}`A toy \\| chapter <toy-claims>` | 1 | 0 | 1 | 0 | 0 | 1/1 | 1/1 | 1/1 |" in table
+    assert ("| {ref}`A toy \\| chapter <toy-claims>` | 1 | 0 | 1 | 0 | 0 | 1/1 checks, 1/1 controls, "
+            "1/1 post hoc |") in table
     assert "| **all chapters** | **1** | **0** | **1** |" in table
-    assert "| chapter (old contract) |" in table and "| {ref}`old <old-claims>` | 1/1 |" in table
+    assert "| chapter (old contract) |" in table and "| {ref}`old <old-claims>` | 1/1 | – |" in table
     page = ledger_markdown([data], {"toy": "Toy"})
     assert ("**{ref}`Toy <toy-claims>`**: 1 of 1 decided claims of the paper reproduced at quick scale; "
             "not counted: 1 not reproduced with the cause untraced") in page
@@ -246,10 +248,10 @@ def test_the_five_verdicts(ledger):
                     "1 vacuous, 1 not reproduced with the cause untraced")
     box = ledger.verdict_markdown()
     assert ":class: important" in box
-    assert "- ∅ empty holds (paper): vacuous: the null passes too (0.7)" in box
-    assert "- ? blind holds (paper): inconclusive (gate model-learned failed: 0.9)" in box
-    assert "- ✗ traced holds (paper): not reproduced; traced: the ratio stays at 0.98" in box
-    assert "- ✗ lost holds (paper): not reproduced, cause untraced" in box
+    assert "- ∅ **vacuous: the null passes too (0.7)**: empty holds (paper)" in box
+    assert "- ? **inconclusive (gate model-learned failed: 0.9)**: blind holds (paper)" in box
+    assert "- ✗ **not reproduced; traced: the ratio stays at 0.98**: traced holds (paper)" in box
+    assert "- ✗ **not reproduced, cause untraced**: lost holds (paper)" in box
     ledger.departure("seeds", official=5, source="paper", ours=3, why="time")
     data = ledger.to_dict()
     assert contract_problems(data) == []
