@@ -3,6 +3,7 @@
     python -m tools.book execute [DOC ...]   # papermill, quick scale, into _build/executed/
     python -m tools.book html [--strict]     # stage the executed notebooks, jupyter-book build
     python -m tools.book all [--strict]      # every chapter, then the ledger page, then the HTML
+                 [--jobs N] [--force]        # N chapters at once; ignore the execution cache
     python -m tools.book notebooks           # regenerate notebooks/ (reader's and student's) and the
                                              # equation numbers the exercise checkers cite
     python -m tools.book nbgrader DIR        # an nbgrader course source: DIR/source/<slug>/<slug>.ipynb
@@ -14,7 +15,9 @@ carries a jupytext header; notebooks are executed by papermill with the paramete
 ``_build/timings.json``), all other pages are copied as they are. The ledger page
 (``book/ledger``) is a notebook too, executed after every chapter because it reads
 their ledger files. ``jupyter-book build`` then renders the staged tree with execution
-off, so nothing runs twice.
+off, so nothing runs twice. ``execute`` and ``all`` take a chapter from the execution cache
+when nothing its run depends on has changed, and run ``--jobs`` chapters at once
+(:mod:`tools.build`); the chapter tests call :func:`execute` directly, so CI always runs cold.
 """
 
 from __future__ import annotations
@@ -120,18 +123,31 @@ def write_nbgrader_source(folder: Path) -> list[Path]:
     return written
 
 
-def _record_timing(doc: str, seconds: float) -> None:
+def _update_timings(key: str, value) -> None:
     path = build_dir() / "timings.json"
     timings = json.loads(path.read_text()) if path.exists() else {}
-    timings[slug(doc)] = round(seconds, 2)
+    timings[key] = value
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(timings, indent=2, sort_keys=True) + "\n")
 
 
-def execute(doc: str, *, scale: str = "quick", seed: int = 0) -> float:
+def record_timing(doc: str, seconds: float) -> None:
+    """Write a chapter's wall time to ``timings.json`` (``{slug: seconds}``)."""
+    _update_timings(slug(doc), round(seconds, 2))
+
+
+def record_build(seconds: float, **how) -> None:
+    """Write the whole build's wall time, and how it ran, under ``"build"`` in ``timings.json``."""
+    _update_timings("build", {"seconds": round(seconds, 1), **how})
+
+
+def execute(doc: str, *, scale: str = "quick", seed: int = 0, timed: bool = True) -> float:
     """Execute one notebook page with papermill; return its wall time in seconds.
 
     A failing cell raises ``papermill.PapermillExecutionError`` naming the cell. The
     cell papermill injects with the parameters is hidden in the HTML (``remove-cell``).
+    ``timed=False`` leaves ``timings.json`` to the caller (a parallel build writes it from one
+    process).
     """
     out = executed_path(doc)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -161,8 +177,8 @@ def execute(doc: str, *, scale: str = "quick", seed: int = 0) -> float:
         if "injected-parameters" in tags and "remove-cell" not in tags:
             tags.append("remove-cell")
     nbformat.write(nb, out)
-    if doc != LEDGER_DOC:
-        _record_timing(doc, seconds)
+    if doc != LEDGER_DOC and timed:
+        record_timing(doc, seconds)
     for problem in output_problems(nb):
         print(f"{doc}: {problem}", file=sys.stderr)
     return seconds
@@ -276,11 +292,15 @@ def _point_launch_buttons_at_the_colab_notebooks(site: Path) -> None:
             page.write_text(text.replace(f"/{doc}.ipynb", f"/notebooks/{slug(doc)}.ipynb"))
 
 
-def html(*, strict: bool = True) -> Path:
-    """Render ``_build/html`` from the staged, executed book (no execution)."""
+def html(*, strict: bool = True, everything: bool = True) -> Path:
+    """Render ``_build/html`` from the staged, executed book (no execution).
+
+    ``everything=False`` lets Sphinx re-read only the pages whose files changed since the last
+    build (an author's rebuild); the default renders every page afresh, as CI does.
+    """
     site = stage()
     cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(site),
-           "--path-output", str(build_dir().parent), "--all"]
+           "--path-output", str(build_dir().parent)] + (["--all"] if everything else [])
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
     subprocess.run(cmd, check=True)
@@ -299,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", default="quick", choices=["quick", "full"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--strict", action="store_true", help="warnings are errors (-W -n --keep-going)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="chapters executed at once (default: the number of cores)")
+    parser.add_argument("--force", action="store_true",
+                        help="re-execute every chapter, whatever the execution cache holds")
     args = parser.parse_args(argv)
     if args.command == "notebooks":
         for path in sync_notebooks():
@@ -313,13 +337,18 @@ def main(argv: list[str] | None = None) -> int:
         for doc in args.docs or chapters():
             print(f"wrote {record_full_scale(doc, seed=args.seed).relative_to(ROOT)}", flush=True)
         return 0
+    built = None
     if args.command in ("execute", "all"):
-        for doc in args.docs or [*chapters(), LEDGER_DOC]:
-            seconds = execute(doc, scale=args.scale, seed=args.seed)
-            over = " (over the quick budget!)" if args.scale == "quick" and seconds > QUICK_BUDGET_S else ""
-            print(f"executed {doc} in {seconds:.1f} s{over}", flush=True)
+        from tools.build import build
+
+        docs = [d for d in args.docs if d != LEDGER_DOC]
+        built = build(docs or None, jobs=args.jobs, scale=args.scale, seed=args.seed, force=args.force,
+                      ledger_page=not docs or LEDGER_DOC in args.docs)
+        print(f"built in {built.seconds:.1f} s with {built.jobs} job(s): {len(built.executed)} executed, "
+              f"{len(built.cached)} from the cache")
     if args.command in ("html", "all"):
-        print(f"HTML written to {html(strict=args.strict)}/index.html")
+        incremental = built is not None and not args.force and bool(built.cached)
+        print(f"HTML written to {html(strict=args.strict, everything=not incremental)}/index.html")
     return 0
 
 
