@@ -27,7 +27,8 @@ The verdict of a ``paper`` or ``mechanism`` claim is computed here, never typed:
 - **vacuous** when the criterion also holds on the null: the absent idea passes too;
 - **reproduced** when it holds (and its null does not);
 - **not reproduced** when it does not hold and a :class:`Diagnosis` names the experiment of
-  this run that rules out our implementation; else **untraced** ("cause untraced").
+  this run that rules out our implementation; else **untraced** ("cause untraced"). Whether the
+  null holds does not matter then: a failure is a failure.
 
 A claim checked exactly (a theorem against an exact computation) gives ``no_null=`` with the
 reason instead of a null. A claim that gives neither is on the old contract: its verdict is
@@ -184,10 +185,15 @@ class Departure:
 
     @property
     def factor(self) -> float | None:
-        """How far ``ours`` is from ``official`` (>= 1, either direction), when both are numbers."""
+        """How far ``ours`` is from ``official`` (>= 1, either direction; inf when one is 0 and the
+        other is not), when both are numbers; None for words."""
         a, b = self.official, self.ours
-        if isinstance(a, str) or isinstance(b, str) or a <= 0 or b <= 0:
+        if isinstance(a, str) or isinstance(b, str):
             return None
+        if a == b:
+            return 1.0
+        if a <= 0 or b <= 0:  # a zero (or a sign change) is no small departure
+            return math.inf
         return max(a / b, b / a)
 
 
@@ -288,6 +294,9 @@ def _register(kind, statement, paper, criterion, null, no_null, gates) -> _Regis
         gates = {}
     if not isinstance(gates, Mapping):
         raise ValueError(f"gates: expected a dict of gate id -> criterion, got {type(gates).__name__}")
+    if kind in HEADLINE_KINDS and (null is None and no_null is None) != (not gates):
+        raise ValueError("gates: a paper or mechanism claim gives its null (or no_null) and at least one gate "
+                         "together; a claim with neither is on the old contract")
     for gid, crit in gates.items():
         if not isinstance(gid, str) or not _ID.match(gid):
             raise ValueError(f"gates: expected kebab-case gate ids such as 'encoder-learned', got {gid!r}")
@@ -332,18 +341,19 @@ class Ledger:
                   ablation: str | None = None) -> Departure:
         """Record where the chapter's recipe leaves the official one (before the run).
 
-        ``official`` and ``ours`` are numbers or short strings; when both are positive numbers
-        more than 2x apart, ``ablation`` is required: the id of the claim or gate that runs the
-        official value in this chapter, or why that cannot be done.
+        ``official`` and ``ours`` are numbers or short strings. Unless both are numbers at most
+        2x apart, ``ablation`` is required: the id of the claim or gate that runs the official
+        value in this chapter (or several, separated by commas), or why that cannot be done.
         """
         row = Departure(_text("parameter", parameter), _clean_measured(official, "official"),
                         _text("source", source), _clean_measured(ours, "ours"), _text("why", why),
                         None if ablation is None else _text("ablation", ablation))
         if any(d.parameter == row.parameter for d in self.departure_rows):
             raise ValueError(f"parameter: {row.parameter!r} is already in the departures table")
-        if row.factor is not None and row.factor > _DEPARTURE_FACTOR and row.ablation is None:
-            raise ValueError(f"ablation: {row.parameter!r} departs {row.factor:.3g}x from the official value; "
-                             "name the claim that runs the official value here, or say why none can")
+        if row.ablation is None and (row.factor is None or row.factor > _DEPARTURE_FACTOR):
+            how_far = "cannot be compared as numbers" if row.factor is None else f"departs {row.factor:.3g}x"
+            raise ValueError(f"ablation: {row.parameter!r} {how_far} from the official value; name the claim "
+                             "that runs the official value here, or say why none can")
         self.departure_rows.append(row)
         self.write()
         return row
@@ -406,6 +416,10 @@ class Ledger:
                                  "a run was seen)")
             if not isinstance(post_hoc, (bool, np.bool_)):
                 raise ValueError(f"post_hoc: expected a bool, got {post_hoc!r}")
+            if kind in HEADLINE_KINDS and not post_hoc:
+                raise ValueError(f"post_hoc: claim {id!r} is a {kind} claim that was not pre-registered, so its "
+                                 "criterion was not fixed before the run: pre-register it, or record it with "
+                                 "post_hoc=True")
             reg, post = _register(kind, statement, paper, criterion, null, no_null, gate_criteria), bool(post_hoc)
         if not isinstance(note, str):
             raise ValueError(f"note: expected a string, got {note!r}")
@@ -434,6 +448,8 @@ class Ledger:
 
     @staticmethod
     def _gates(id: str, reg: _Registration, gates: Mapping | None) -> tuple[Gate, ...]:
+        if gates is not None and not isinstance(gates, Mapping):
+            raise ValueError(f"gates: expected a dict of gate id -> (measured, passed), got {type(gates).__name__}")
         gates = dict(gates or {})
         if set(gates) != set(reg.gates):
             raise ValueError(f"gates: claim {id!r} pre-registered the gates {sorted(reg.gates)}; "
@@ -509,9 +525,13 @@ class Ledger:
     def _check_ablations(self) -> None:
         ids = {c.id for c in self.claims} | {g.id for c in self.claims for g in c.gates}
         for d in self.departure_rows:
-            if d.ablation and _ID.match(d.ablation) and d.ablation not in ids:
-                raise ValueError(f"ablation: departure {d.parameter!r} names {d.ablation!r}, which no claim or "
-                                 "gate of this chapter records")
+            named = [part.strip() for part in (d.ablation or "").split(",")]
+            if not all(_ID.match(part) for part in named):
+                continue  # a reason in words, not claim ids
+            for part in named:
+                if part not in ids:
+                    raise ValueError(f"ablation: departure {d.parameter!r} names {part!r}, which no claim or "
+                                     "gate of this chapter records")
 
     def glue_verdict(self) -> None:
         """Glue the verdict box as ``verdict`` (the chapter's opening holds ``{glue:md} verdict``)
@@ -556,9 +576,6 @@ class Ledger:
         note = ("\n\nA full-scale ledger written before contract v3 records whether each criterion held "
                 "(✓/✗), not a verdict." if any("verdict" not in c for c in full["claims"]) else "")
         return Markdown("\n".join(rows) + (f"\n\nThe full-scale run: {where}." if where else "") + note)
-
-    def summary(self) -> str:
-        return f"{self.chapter}: {self.headline()} (seed {self.seed})"
 
     def _repr_markdown_(self) -> str:
         return f"**{md_escape(self.headline())}**\n\n" + claims_table([c.to_dict() for c in self.claims])

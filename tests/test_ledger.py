@@ -7,8 +7,15 @@ from markdown_it import MarkdownIt
 from companion.ledger import (CheckFailed, Diagnosis, Ledger, build_dir, claims_table, contract_problems,
                               headline_counts, ledger_markdown, md_escape, read_ledgers, summary_markdown)
 
-POST = dict(kind="paper", statement="s", paper="p", criterion="holds if x", post_hoc=False)
+POST = dict(kind="paper", statement="s", paper="p", criterion="holds if x", post_hoc=True)
 POST3 = dict(POST, no_null="exact", gate_criteria={"g": "c"}, gates={"g": (1, True)})
+
+
+def counted(ledger, cid, *, kind="paper", v3=True, **measured):
+    """Pre-register a claim (v3: no null and one gate; else on the old contract) and record it."""
+    contract = dict(no_null="exact", gates={"g": "c"}) if v3 else {}
+    ledger.preregister(cid, kind=kind, statement="s", paper="p", criterion="holds if x", **contract)
+    return ledger.record(cid, gates={"g": (1, True)} if v3 else None, **measured)
 
 
 @pytest.fixture
@@ -131,10 +138,10 @@ def _table_rows(markdown: str) -> list[list[str]]:
 
 def test_a_statement_with_pipes_and_stars_renders_as_one_row(ledger):
     ledger.record("pipes", measured=1, holds=False, kind="paper", statement="cost O(|E|) with p* = a_b * c",
-                  paper="O(|V| + |E|)", criterion="holds if *x* | y", post_hoc=False)
+                  paper="O(|V| + |E|)", criterion="holds if *x* | y", post_hoc=True)
     rows = _table_rows(claims_table(ledger.claims))
     assert len(rows) == 1 and len(rows[0]) == 6, rows
-    assert rows[0][0] == "✗ does not hold (old contract)"
+    assert rows[0][0] == "✗ does not hold (old contract)" and rows[0][2] == "paper, post hoc"
     html = MarkdownIt("commonmark").enable("table").render(claims_table(ledger.claims))
     assert "<em>" not in html and "O(|E|)" in html and "p* = a_b * c" in html
     assert md_escape("a|b*c_d$e") == "a\\|b\\*c\\_d\\$e"
@@ -195,13 +202,13 @@ def test_read_ledgers_follows_the_reading_order_and_refuses_old_files(tmp_path):
 
 def test_ledger_page_counts_each_kind_in_its_own_column(tmp_path):
     led = Ledger("toy", scale="quick", seed=0, path=tmp_path / "toy.json")
-    led.record("a", measured=1, holds=True, **POST3)
-    led.record("b", measured=2, holds=False, **{**POST3, "kind": "mechanism"})
-    led.record("c", measured=2, holds=True, **{**POST, "kind": "control"})
-    led.record("d", measured=2, holds=True, **{**POST3, "post_hoc": True})
-    led.record("e", measured=0, holds=True, **{**POST, "kind": "check"})
+    counted(led, "a", measured=1, holds=True)
+    counted(led, "b", kind="mechanism", measured=2, holds=False)
+    led.record("c", measured=2, holds=True, **{**POST, "kind": "control", "post_hoc": False})
+    led.record("d", measured=2, holds=True, **POST3)
+    led.record("e", measured=0, holds=True, **{**POST, "kind": "check", "post_hoc": False})
     old = Ledger("old", scale="quick", seed=0, path=tmp_path / "old.json")
-    old.record("a", measured=1, holds=True, **POST)
+    counted(old, "a", v3=False, measured=1, holds=True)
     (data, old_data) = read_ledgers(tmp_path, order=["toy", "old"])
     counts = headline_counts(data)
     assert counts == {"reproduced": 1, "not_reproduced": 0, "untraced": 1, "inconclusive": 0, "vacuous": 0,
@@ -239,9 +246,10 @@ def test_the_five_verdicts(ledger):
                   diagnosis=traced).verdict == "inconclusive"
     assert _claim(ledger, "traced", holds=False, null_holds=False, diagnosis=traced).verdict == "not reproduced"
     assert _claim(ledger, "lost", holds=False, null_holds=False).verdict == "untraced"
-    ledger.record("exact", measured=0, holds=True, kind="paper", statement="a theorem", paper="Thm 1",
-                  criterion="no violation", post_hoc=False, no_null="checked exactly against enumeration",
-                  gate_criteria={"tight": "some case within 1% of the bound"}, gates={"tight": (0.001, True)})
+    ledger.preregister("exact", kind="paper", statement="a theorem", paper="Thm 1", criterion="no violation",
+                       no_null="checked exactly against enumeration",
+                       gates={"tight": "some case within 1% of the bound"})
+    ledger.record("exact", measured=0, holds=True, gates={"tight": (0.001, True)})
     assert ledger["exact"].verdict == "reproduced"
     head = ledger.headline()
     assert head == ("2 of 3 decided claims of the paper reproduced at quick scale; not counted: 2 inconclusive, "
@@ -300,12 +308,39 @@ def test_departures_beyond_two_fold_need_an_ablation(ledger):
         ledger.verdict_markdown()
     _claim(ledger, "lr-official", holds=True, null_holds=False)
     assert "Verdict: 2 of 2 decided claims" in ledger.verdict_markdown()
+    ledger.departure("batch", official=64, source="train.py", ours=8, why="w", ablation="good, missing-one")
+    with pytest.raises(ValueError, match="names 'missing-one'"):
+        ledger.verdict_markdown()
     table = ledger.departures()._repr_markdown_()
     assert "| learning rate | 0.001 (train.py) | 0.1 | faster | lr-official |" in table
 
 
 def test_a_chapter_on_the_old_contract_is_named_by_contract_problems(ledger):
-    ledger.record("a", measured=1, holds=True, **POST)
+    counted(ledger, "a", v3=False, measured=1, holds=True)
     problems = contract_problems(ledger.to_dict())
     assert problems == ["no departures table (departure())", "claim 'a' has no null and no reason for none"]
     assert ledger["a"].verdict is None and ledger.headline().endswith("(old contract: no nulls or gates)")
+
+
+def test_what_a_v3_claim_cannot_leave_out(ledger):
+    with pytest.raises(ValueError, match="^post_hoc: claim 'late' is a paper claim that was not pre-registered"):
+        ledger.record("late", measured=1, holds=True, **{**POST3, "post_hoc": False})
+    with pytest.raises(ValueError, match="^gates: a paper or mechanism claim gives its null"):
+        ledger.preregister("a", kind="paper", statement="s", paper="p", criterion="c", null="untrained")
+    with pytest.raises(ValueError, match="^gates: a paper or mechanism claim gives its null"):
+        ledger.preregister("b", kind="paper", statement="s", paper="p", criterion="c", gates={"g": "c"})
+    ledger.preregister("c", kind="paper", statement="s", paper="p", criterion="c", no_null="exact",
+                       gates={"g": "c"})
+    for bad in ("ab", 5):
+        with pytest.raises(ValueError, match="^gates: expected a dict"):
+            ledger.record("c", measured=1, holds=True, gates=bad)
+    for official, ours in ((0, 0.1), ("a 7B model", "an MLP")):
+        with pytest.raises(ValueError, match="^ablation"):
+            ledger.departure(f"p{ours}", official=official, source="s", ours=ours, why="w")
+    assert ledger.departure("same", official=0, source="s", ours=0, why="w").factor == 1.0
+
+
+def test_a_failure_is_a_failure_whatever_its_null_shows(ledger):
+    assert _claim(ledger, "x", holds=False, null_holds=True).verdict == "untraced"
+    traced = Diagnosis("a budget sweep of 3 points", "flat")
+    assert _claim(ledger, "y", holds=False, null_holds=True, diagnosis=traced).verdict == "not reproduced"
