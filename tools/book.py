@@ -342,10 +342,13 @@ def main(argv: list[str] | None = None) -> int:
         from tools.build import build
 
         docs = [d for d in args.docs if d != LEDGER_DOC]
-        built = build(docs or None, jobs=args.jobs, scale=args.scale, seed=args.seed, force=args.force,
-                      ledger_page=not docs or LEDGER_DOC in args.docs)
-        print(f"built in {built.seconds:.1f} s with {built.jobs} job(s): {len(built.executed)} executed, "
-              f"{len(built.cached)} from the cache")
+        if args.docs and not docs:  # the ledger page alone
+            print(f"executed {LEDGER_DOC} in {execute(LEDGER_DOC, scale=args.scale, seed=args.seed):.1f} s")
+        else:
+            built = build(docs or None, jobs=args.jobs, scale=args.scale, seed=args.seed, force=args.force,
+                          ledger_page=not args.docs or LEDGER_DOC in args.docs)
+            print(f"built in {built.seconds:.1f} s with {built.jobs} job(s): {len(built.executed)} executed, "
+                  f"{len(built.cached)} from the cache")
     if args.command in ("html", "all"):
         incremental = built is not None and not args.force and bool(built.cached)
         print(f"HTML written to {html(strict=args.strict, everything=not incremental)}/index.html")
