@@ -13,12 +13,14 @@ from tools import book
 
 ROOT = book.ROOT
 WORKFLOW = ROOT / ".github" / "workflows" / "book.yml"
+RELEASE = ROOT / ".github" / "workflows" / "release.yml"
 
 
-def test_the_pages_workflow_passes_actionlint():
+@pytest.mark.parametrize("workflow", [WORKFLOW, RELEASE], ids=lambda p: p.name)
+def test_the_workflows_pass_actionlint(workflow):
     exe = shutil.which("actionlint") or str(Path(sys.executable).parent / "actionlint")
     assert Path(exe).exists(), "actionlint is missing: it is pinned in requirements-ci.txt"
-    run = subprocess.run([exe, "-color=false", str(WORKFLOW)], capture_output=True, text=True)
+    run = subprocess.run([exe, "-color=false", str(workflow)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
 
 
@@ -41,11 +43,32 @@ def test_the_package_version_is_one_everywhere():
 
 
 @pytest.mark.parametrize("doc", book.chapters(), ids=book.slug)
-def test_colab_installs_the_tagged_release(doc):
+def test_colab_installs_the_release_from_pypi(doc):
+    from tools.release import distribution
+
     setup = book.source_notebook(doc).cells
-    install = next(c for c in setup if c.cell_type == "code")
-    assert f'@v{companion.__version__}"' in install.source, (
-        f"{doc}: the Colab cell must install the release v{companion.__version__} (python -m tools.release)")
+    install = next(c for c in setup if c.cell_type == "code").source
+    pins = re.findall(r'"([A-Za-z0-9_.\-]+)==([0-9.]+)"', install)
+    tags = re.findall(r"@v([0-9.]+)", install)
+    assert pins == [(distribution(), companion.__version__)], (
+        f"{doc}: the Colab cell must pip install {distribution()}=={companion.__version__} "
+        "(python -m tools.release)")
+    assert tags == [companion.__version__], f"{doc}: the git fallback must name the tag v{companion.__version__}"
+
+
+def test_a_release_rewrites_every_install_cell():
+    from tools.release import set_version
+
+    assert set_version(companion.__version__) == []  # every cell found, nothing to change
+    with pytest.raises(ValueError, match="^version"):
+        set_version("1.0")
+
+
+def test_the_release_workflow_builds_checks_and_publishes():
+    text = RELEASE.read_text()
+    assert 'tags: ["v*"]' in text and "python -m build" in text and "twine check" in text
+    assert "scripts/check_wheel.py" in text and "pypa/gh-action-pypi-publish" in text
+    assert "id-token: write" in text and "password" not in text  # trusted publishing, no token
 
 
 def test_every_reference_links_to_its_source():
