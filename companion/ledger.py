@@ -508,8 +508,12 @@ class Ledger:
         good = [c.verdict == "reproduced" or (c.verdict is None and c.holds) for c in counted]
         style = "tip" if counted and all(good) else "important"
         lines = [f":::{{admonition}} Verdict: {self.headline()}", f":class: {style}", ""]
-        lines += [f"- {_mark(c.to_dict())} **{md_escape(_verdict_phrase(c.to_dict()))}**: "
-                  f"{md_escape(c.statement)} ({c.kind})" for c in counted]
+        for c in counted:
+            d = c.to_dict()
+            line = f"- {_mark(d)} **{md_escape(_verdict_phrase(d))}**: {md_escape(c.statement)} ({c.kind})"
+            if c.verdict == "not reproduced":
+                line += " " + md_escape(f"Traced by {c.diagnosis.experiment}: {c.diagnosis.result}.")
+            lines.append(line)
         if others:
             parts = []
             for label, group in (("check", [c for c in others if c.kind == "check"]),
@@ -603,7 +607,7 @@ def _verdict_phrase(c: dict) -> str:
     if v == "vacuous":
         return f"vacuous: the null passes too ({_short(c['null_measured'])})"
     if v == "not reproduced":
-        return f"not reproduced; traced: {c['diagnosis']['result']}"
+        return "not reproduced (traced)"
     return VERDICTS[v][1]
 
 

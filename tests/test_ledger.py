@@ -258,7 +258,8 @@ def test_the_five_verdicts(ledger):
     assert ":class: important" in box
     assert "- ∅ **vacuous: the null passes too (0.7)**: empty holds (paper)" in box
     assert "- ? **inconclusive (gate model-learned failed: 0.9)**: blind holds (paper)" in box
-    assert "- ✗ **not reproduced; traced: the ratio stays at 0.98**: traced holds (paper)" in box
+    assert ("- ✗ **not reproduced (traced)**: traced holds (paper) Traced by ablation at the official lr 1e-3: "
+            "the ratio stays at 0.98.") in box
     assert "- ✗ **not reproduced, cause untraced**: lost holds (paper)" in box
     ledger.departure("seeds", official=5, source="paper", ours=3, why="time")
     data = ledger.to_dict()
