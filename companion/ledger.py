@@ -521,7 +521,8 @@ class Ledger:
                                  ("post-hoc claim", [c for c in others if c.post_hoc and c.kind != "check"])):
                 if group:
                     held = sum(c.holds for c in group)
-                    parts.append(f"{len(group)} {label}{'s' if len(group) > 1 else ''} ({held} hold)")
+                    parts.append(f"{len(group)} {label}{'s' if len(group) > 1 else ''} "
+                                 f"({held} hold{'s' if held == 1 else ''})")
             lines += ["", "Counted apart: " + ", ".join(parts) + "."]
         lines += ["", f"Details in {{ref}}`the claims <{self.chapter}-claims>`.", ":::"]
         return "\n".join(lines)

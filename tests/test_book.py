@@ -139,6 +139,17 @@ def test_page_furniture(html):
         launch = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', text)
         assert launch and all(url.endswith(f"/notebooks/{book.slug(doc)}.ipynb") for url in launch), launch
     assert (html / "_static" / "favicon.png").exists()
+    ledger = (html / f"{book.LEDGER_DOC}.html").read_text()
+    assert "colab.research.google.com" not in ledger, "the ledger page has no notebook to launch"
+
+
+def test_every_notebook_link_resolves(html):
+    """The download button of a chapter fetches its executed notebook (a blanket rewrite of the
+    Colab link once pointed it at a file that does not exist)."""
+    for doc in [*CHAPTERS, book.LEDGER_DOC]:
+        page = html / f"{doc}.html"
+        for href in re.findall(r'href="([^":#]+\.ipynb)"', page.read_text()):
+            assert (page.parent / href).resolve().is_file(), f"{doc}: {href} does not exist"
 
 
 def test_every_page_with_math_loads_mathjax(html):

@@ -160,7 +160,7 @@ def test_verdict_box_counts_the_papers_claims_and_lists_the_rest_apart(ledger):
     assert box.startswith(":::{admonition} Verdict: 1 of 2 of the paper's claims hold at quick scale")
     assert "- ✓ **holds (old contract)**: A holds (paper)" in box
     assert "- ✗ **does not hold (old contract)**: B \\| explains (mechanism)" in box
-    assert "1 check (1 hold), 1 post-hoc claim (1 hold)" in box and "{ref}`the claims <toy-chapter-claims>`" in box
+    assert "1 check (1 holds), 1 post-hoc claim (1 holds)" in box and "{ref}`the claims <toy-chapter-claims>`" in box
     assert ledger.say("w", "b", yes="explains", no="does not explain") is None  # glued, never displayed
 
 

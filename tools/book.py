@@ -282,14 +282,25 @@ def stage() -> Path:
     return site
 
 
+_LAUNCH_MENU = re.compile(r'<div class="dropdown dropdown-launch-buttons">.*?</ul>\s*</div>', re.S)
+
+
 def _point_launch_buttons_at_the_colab_notebooks(site: Path) -> None:
     """The theme's Colab launch button opens the page's source path (``book/<part>/<slug>.ipynb``,
-    which is not in the repository); point it at ``notebooks/<slug>.ipynb``, as the badge does."""
+    which is not in the repository); point it at ``notebooks/<slug>.ipynb``, as the badge does.
+    Only the Colab URL changes: the download button keeps the executed notebook in ``_sources/``.
+    The ledger page has no notebook a reader could run, so it loses the launch menu."""
+    from companion.book import repository_url
+
+    _, branch = repository_url(ROOT)
     for doc in chapters():
         page = site / f"{doc}.html"
         if page.exists():
             text = page.read_text()
-            page.write_text(text.replace(f"/{doc}.ipynb", f"/notebooks/{slug(doc)}.ipynb"))
+            page.write_text(text.replace(f"/blob/{branch}/{doc}.ipynb", f"/blob/{branch}/notebooks/{slug(doc)}.ipynb"))
+    ledger = site / f"{LEDGER_DOC}.html"
+    if ledger.exists():
+        ledger.write_text(_LAUNCH_MENU.sub("", ledger.read_text(), count=1))
 
 
 def html(*, strict: bool = True, everything: bool = True) -> Path:
