@@ -12,7 +12,19 @@ from torch import nn
 from companion.toping.persistence import Diagram
 
 __all__ = ["RationalHat", "topo_discrepancy", "gaussian_mixture_prior", "bernoulli_info_loss",
-           "diagram_w1_line", "diagram_w1_lines"]
+           "diagram_w1_line", "diagram_w1_lines", "diagram_w1"]
+
+
+def _check_scores(p: torch.Tensor, name: str = "p") -> torch.Tensor:
+    if not isinstance(p, torch.Tensor):
+        p = torch.as_tensor(p, dtype=torch.float64)
+    if p.ndim != 1 or p.numel() == 0:
+        raise ValueError(f"{name}: expected a non-empty 1-D tensor of scores, got shape {tuple(p.shape)}")
+    if not bool(torch.isfinite(p).all()):
+        raise ValueError(f"{name}: must be finite (no NaN or inf)")
+    if bool((p < 0).any() or (p > 1).any()):
+        raise ValueError(f"{name}: scores must lie in [0, 1], got [{float(p.min()):.4g}, {float(p.max()):.4g}]")
+    return p
 
 
 class RationalHat(nn.Module):
@@ -64,11 +76,10 @@ def gaussian_mixture_prior(p: torch.Tensor, rho: torch.Tensor, mus=(0.25, 0.75),
     """Eq. ``toping-prior``: the mean negative log-density of the edge scores ``p: [E]`` under
     ``w N(mu_1, r_1^2) + (1 - w) N(mu_2, r_2^2)``, ``r = softplus(rho) + 1e-3``, plus
     ``gamma (r_1^-2 + r_2^-2)`` against a collapse of the variances."""
-    if p.ndim != 1 or p.numel() == 0:
-        raise ValueError(f"p: expected a non-empty 1-D tensor of scores, got shape {tuple(p.shape)}")
+    p = _check_scores(p)
     if not 0 < weight < 1:
         raise ValueError(f"weight: expected a number in (0, 1), got {weight!r}")
-    if gamma < 0:
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma >= 0:
         raise ValueError(f"gamma: expected a number >= 0, got {gamma!r}")
     r = nn.functional.softplus(rho) + 1e-3
     mu = torch.as_tensor(mus, dtype=p.dtype, device=p.device)
@@ -79,8 +90,9 @@ def gaussian_mixture_prior(p: torch.Tensor, rho: torch.Tensor, mus=(0.25, 0.75),
 
 def bernoulli_info_loss(p: torch.Tensor, r: float) -> torch.Tensor:
     """GSAT's information loss, eq. ``toping-gsat``: mean KL(Bern(p_e) || Bern(r))."""
-    if not 0 < r < 1:
+    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r < 1:
         raise ValueError(f"r: expected a number in (0, 1), got {r!r}")
+    p = _check_scores(p)
     eps = 1e-6
     return (p * torch.log(p / r + eps) + (1 - p) * torch.log((1 - p) / (1 - r) + eps)).mean()
 
@@ -99,24 +111,43 @@ def diagram_w1_lines(a: list[np.ndarray], b: list[np.ndarray], diag_a: list[np.n
     G = len(a)
     if not (G == len(b) == len(diag_a) == len(diag_b)):
         raise ValueError("b: expected as many diagrams as a, diag_a and diag_b")
+    clean = {}
+    for name, group in (("a", a), ("b", b), ("diag_a", diag_a), ("diag_b", diag_b)):
+        clean[name] = []
+        for g, v in enumerate(group):
+            v = np.asarray(v, dtype=float)
+            if v.ndim != 1:
+                raise ValueError(f"{name}[{g}]: expected a 1-D array, got shape {v.shape}")
+            if not np.isfinite(v).all():
+                raise ValueError(f"{name}[{g}]: must be finite (no NaN or inf)")
+            if name.startswith("diag") and (v < 0).any():
+                raise ValueError(f"{name}[{g}]: a distance to the diagonal cannot be negative, got {v.min():.4g}")
+            clean[name].append(v)
+    for g in range(G):
+        if len(clean["a"][g]) != len(clean["diag_a"][g]):
+            raise ValueError(f"diag_a[{g}]: expected {len(clean['a'][g])} values like a[{g}], "
+                             f"got {len(clean['diag_a'][g])}")
+        if len(clean["b"][g]) != len(clean["diag_b"][g]):
+            raise ValueError(f"diag_b[{g}]: expected {len(clean['b'][g])} values like b[{g}], "
+                             f"got {len(clean['diag_b'][g])}")
+    a, b, diag_a, diag_b = clean["a"], clean["b"], clean["diag_a"], clean["diag_b"]
     n = max([len(x) for x in a] + [1])
     m = max([len(x) for x in b] + [1])
 
     def pad(values, keys, width):
-        pos, cost = np.full((G, width), np.inf), np.zeros((G, width))
+        pos, cost, real = np.zeros((G, width)), np.zeros((G, width)), np.zeros((G, width), bool)
         for g, (v, c) in enumerate(zip(values, keys)):
             o = np.argsort(v, kind="stable")
-            pos[g, :len(v)], cost[g, :len(v)] = np.asarray(v)[o], np.asarray(c)[o]
-        return pos, cost
+            pos[g, :len(v)], cost[g, :len(v)], real[g, :len(v)] = v[o], c[o], True
+        return pos, cost, real
 
-    A, DA = pad(a, diag_a, n)
-    B, DB = pad(b, diag_b, m)
+    A, DA, RA = pad(a, diag_a, n)
+    B, DB, RB = pad(b, diag_b, m)
     cum_b = np.concatenate([np.zeros((G, 1)), np.cumsum(DB, 1)], 1)
     row = cum_b.copy()  # D[0, j]: every point of b to the diagonal
     for i in range(n):
-        with np.errstate(invalid="ignore"):  # inf - inf: a padded point
-            match = np.abs(A[:, i:i + 1] - B)
-        match[np.isnan(match)] = np.inf  # padded points can only go to the diagonal
+        match = np.abs(A[:, i:i + 1] - B)
+        match[~(RA[:, i:i + 1] & RB)] = np.inf  # a padding slot (cost 0) can only go to the diagonal
         best = np.empty_like(row)
         best[:, 0] = row[:, 0] + DA[:, i]
         best[:, 1:] = np.minimum(row[:, 1:] + DA[:, i:i + 1], row[:, :-1] + match)
@@ -128,3 +159,41 @@ def diagram_w1_line(a, b, diag_a, diag_b) -> float:
     """:func:`diagram_w1_lines` of one pair of line diagrams."""
     return float(diagram_w1_lines([np.asarray(a, float)], [np.asarray(b, float)],
                                   [np.asarray(diag_a, float)], [np.asarray(diag_b, float)])[0])
+
+
+def _as_points(P, name: str) -> np.ndarray:
+    P = np.asarray(P.detach().cpu().numpy() if isinstance(P, torch.Tensor) else P, dtype=float)
+    P = P.reshape(0, 2) if P.size == 0 else P
+    if P.ndim != 2 or P.shape[1] != 2:
+        raise ValueError(f"{name}: expected points of shape [k, 2] (birth, death), got {P.shape}")
+    if not np.isfinite(P).all():
+        raise ValueError(f"{name}: must be finite (no NaN or inf)")
+    if (P[:, 1] < P[:, 0]).any():
+        raise ValueError(f"{name}: a point dies before it is born (death < birth)")
+    return P
+
+
+def diagram_w1(P, Q) -> float:
+    """Exact 1-Wasserstein distance between two persistence diagrams ``P: [n, 2]``, ``Q: [m, 2]``
+    with the ``L_inf`` ground metric and the diagonal (eq. ``toping-w1``).
+
+    A partial matching: a point is matched to a point of the other diagram at their ``L_inf``
+    distance, or to the diagonal at ``(death - birth) / 2``. Solved as an assignment problem on
+    the usual ``(n + m) x (n + m)`` matrix, so it holds for points anywhere (not only on a line).
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    P, Q = _as_points(P, "P"), _as_points(Q, "Q")
+    P = P[P[:, 1] > P[:, 0]]  # points on the diagonal cost nothing either way
+    Q = Q[Q[:, 1] > Q[:, 0]]
+    n, m = len(P), len(Q)
+    dp, dq = (P[:, 1] - P[:, 0]) / 2, (Q[:, 1] - Q[:, 0]) / 2
+    if n == 0 or m == 0:
+        return float(dp.sum() + dq.sum())
+    big = 1e6 + 10 * (dp.sum() + dq.sum() + np.abs(P).max() + np.abs(Q).max())
+    C = np.zeros((n + m, n + m))
+    C[:n, :m] = np.abs(P[:, None, :] - Q[None, :, :]).max(-1)
+    C[:n, m:] = np.where(np.eye(n, dtype=bool), dp[:, None], big)
+    C[n:, :m] = np.where(np.eye(m, dtype=bool), dq[None, :], big)
+    r, c = linear_sum_assignment(C)
+    return float(C[r, c].sum())

@@ -9,12 +9,14 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from companion.toping.data import Graph, collate
-from companion.toping.losses import diagram_w1_lines
-from companion.toping.persistence import batch_cut_persistence, cut_persistence
-from companion.validation import as_1d_float_array
+from companion.toping.losses import diagram_w1
+from companion.toping.persistence import (FILTRATIONS, batch_cut_persistence, batch_node_cut_persistence,
+                                          cut_persistence, node_cut_persistence)
+from companion.validation import as_1d_float_array, as_choice, as_positive_int
 
-__all__ = ["explanation_auc", "two_means_1d", "ashman_d", "cycle_edge_scores", "topo_gaps", "topo_gap",
-           "perturbed_scores", "total_persistence", "persistence_self_check"]
+__all__ = ["explanation_auc", "two_means_1d", "ashman_d", "cycle_edge_scores", "degree_edge_scores",
+           "node_truth", "topo_gaps", "topo_gap", "perturbed_scores", "total_persistence",
+           "persistence_self_check", "cut_share"]
 
 
 def explanation_auc(scores, edge_gt) -> float:
@@ -57,85 +59,159 @@ def cycle_edge_scores(graph: Graph) -> np.ndarray:
     return np.array([tuple(e) not in bridges for e in graph.edges.tolist()], dtype=float)
 
 
-def topo_gaps(graphs: list[Graph], fs: list, t: float = 0.5) -> np.ndarray:
-    """Per graph, W1 between its rationale and complement diagrams cut at ``t`` (eq.
-    ``toping-w1``), for edge scores ``fs[i]`` of ``graphs[i]``; one union-find pass for all."""
-    if len(graphs) != len(fs) or not graphs:
-        raise ValueError(f"fs: expected one score vector per graph ({len(graphs)}), got {len(fs)}")
-    batch = collate(graphs)
-    f = torch.as_tensor(np.concatenate([np.asarray(v, dtype=float) for v in fs]), dtype=torch.float64)
-    parts = batch_cut_persistence(batch.x.shape[0], batch.edges, f, t, node_graph=batch.node_graph,
-                                  num_graphs=batch.num_graphs)
+def degree_edge_scores(graph: Graph) -> np.ndarray:
+    """The degree shortcut: each edge scored by the sum of its two ends' degrees (motif nodes of
+    a grid or a house have more neighbours than the tree-like base's)."""
+    deg = torch.bincount(graph.edges.flatten(), minlength=graph.num_nodes).double()
+    return (deg[graph.edges[:, 0]] + deg[graph.edges[:, 1]]).numpy()
+
+
+def node_truth(graph: Graph) -> np.ndarray:
+    """``[N]`` bool: the nodes of the rationale (the ends of its edges)."""
+    out = np.zeros(graph.num_nodes, dtype=bool)
+    out[graph.edges[graph.edge_gt].flatten().numpy()] = True
+    return out
+
+
+def _check_fs(graphs, fs, filtration: str) -> list[np.ndarray]:
+    if not isinstance(graphs, (list, tuple)) or not graphs:
+        raise ValueError(f"graphs: expected a non-empty list of graphs, got {type(graphs).__name__}")
+    if not isinstance(fs, (list, tuple)) or len(graphs) != len(fs):
+        raise ValueError(f"fs: expected one score vector per graph ({len(graphs)}), got "
+                         f"{len(fs) if isinstance(fs, (list, tuple)) else type(fs).__name__}")
+    out = []
+    for i, (g, v) in enumerate(zip(graphs, fs)):
+        v = np.asarray(v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v, dtype=float)
+        want = g.num_nodes if filtration == "node" else len(g.edges)
+        what = "node" if filtration == "node" else "edge"
+        if v.shape != (want,):
+            raise ValueError(f"fs[{i}]: expected shape [{want}] (one score per {what} of graphs[{i}]), "
+                             f"got {v.shape}")
+        if not np.isfinite(v).all():
+            raise ValueError(f"fs[{i}]: must be finite (no NaN or inf)")
+        if (v < 0).any() or (v > 1).any():
+            raise ValueError(f"fs[{i}]: scores must lie in [0, 1]")
+        out.append(v)
+    return out
+
+
+def topo_gaps(graphs: list[Graph], fs: list, t: float = 0.5, filtration: str = "node") -> np.ndarray:
+    """Per graph, the exact W1 between its rationale and complement diagrams cut at ``t`` (eq.
+    ``toping-w1``, dimensions 0 and 1 added), for scores ``fs[i]`` of ``graphs[i]``: node scores
+    under the paper's node filtration (``"node"``), edge scores with every vertex at 0 in both
+    parts (``"edge"``). One union-find pass for all graphs, then one assignment per graph and
+    dimension, so the gap is exact at any cut ``t`` (the two parts' cycles die at ``1 - t`` and
+    ``t``, which differ unless ``t = 1/2``)."""
+    filtration = as_choice(filtration, "filtration", FILTRATIONS)
+    fs = _check_fs(graphs, fs, filtration)
+    batch = collate(list(graphs))
+    f = torch.as_tensor(np.concatenate(fs), dtype=torch.float64)
+    cut = batch_node_cut_persistence if filtration == "node" else batch_cut_persistence
+    parts = cut(batch.x.shape[0], batch.edges, f, t, node_graph=batch.node_graph, num_graphs=batch.num_graphs)
     gaps = np.zeros(len(graphs))
-    for dim, coord in ((0, 1), (1, 0)):
+    for dim in (0, 1):
         split = []
         for d in parts:
             pts, seg = (a.detach().cpu().numpy() for a in d.points(dim))
             order = np.argsort(seg, kind="stable")
             split.append(np.split(pts[order], np.cumsum(np.bincount(seg, minlength=len(graphs)))[:-1]))
-        pos = [[p[:, coord] for p in s] for s in split]
-        diag = [[(p[:, 1] - p[:, 0]) / 2 for p in s] for s in split]
-        gaps += diagram_w1_lines(pos[0], pos[1], diag[0], diag[1])
+        gaps += [diagram_w1(p, q) for p, q in zip(*split)]
     return gaps
 
 
-def topo_gap(graph: Graph, f, t: float = 0.5) -> float:
+def topo_gap(graph: Graph, f, t: float = 0.5, filtration: str = "node") -> float:
     """:func:`topo_gaps` of one graph."""
-    return float(topo_gaps([graph], [f], t)[0])
+    return float(topo_gaps([graph], [f], t, filtration)[0])
 
 
-def perturbed_scores(graph: Graph, how: str, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Edge scores near the oracle ``0.05 + 0.9 1[e in G*] + N(0, 0.01^2)`` (clipped to [0, 1]):
-    ``"add"`` raises ``k`` complement edges to the rationale's level, ``"drop"`` lowers ``k``
-    rationale edges, ``"random"`` is uniform, ``"all"`` puts every edge in G_X, ``"constant"``
-    gives every edge 0.7 (a collapsed explainer); ``k`` is ignored by the last three."""
-    gt = graph.edge_gt.numpy().astype(bool)
+def cut_share(edge_scores, t: float = 0.5) -> float:
+    """The share of edges whose score is above the cut ``t``: the size of G_X."""
+    s = as_1d_float_array(edge_scores, "edge_scores")
+    if not 0 < t < 1:
+        raise ValueError(f"t: expected a cut in (0, 1), got {t!r}")
+    return float((s > t).mean())
+
+
+def perturbed_scores(graph: Graph, how: str, k: int, rng: np.random.Generator, on: str = "node",
+                     truth=None) -> np.ndarray:
+    """Scores near the oracle ``0.05 + 0.9 1[in G*] + N(0, 0.01^2)`` (clipped to [0, 1]), on the
+    graph's nodes (``on="node"``, the paper's filtration) or edges (``on="edge"``): ``"add"``
+    raises ``k`` elements outside the truth to its level, ``"drop"`` lowers ``k`` of the truth's,
+    ``"random"`` is uniform, ``"all"`` puts every element in G_X, ``"constant"`` gives every
+    element 0.7 (a collapsed explainer); ``k`` is ignored by the last three. ``truth`` (a bool
+    mask) replaces the rationale, e.g. by a decoy of the same size."""
+    on = as_choice(on, "on", FILTRATIONS)
+    gt = (node_truth(graph) if on == "node" else graph.edge_gt.numpy().astype(bool)) if truth is None \
+        else np.asarray(truth, dtype=bool)
+    n = graph.num_nodes if on == "node" else len(graph.edges)
+    if gt.shape != (n,):
+        raise ValueError(f"truth: expected a bool mask of shape [{n}], got {gt.shape}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f"k: expected an integer >= 0, got {k!r}")
     high = gt.copy()
     if how in ("add", "drop"):
         pool = np.flatnonzero(~gt if how == "add" else gt)
         if k > len(pool):
-            raise ValueError(f"k: at most {len(pool)} edges to {how}, got {k}")
+            raise ValueError(f"k: at most {len(pool)} elements to {how}, got {k}")
         high[rng.choice(pool, k, replace=False)] = how == "add"
     elif how == "random":
-        return rng.random(len(gt))
+        return rng.random(n)
     elif how in ("all", "constant"):
         level = 0.95 if how == "all" else 0.7
-        return np.clip(level + rng.normal(0, 0.01, len(gt)), 0, 1)
+        return np.clip(level + rng.normal(0, 0.01, n), 0, 1)
     else:
         raise ValueError(f"how: expected 'add', 'drop', 'random', 'all' or 'constant', got {how!r}")
-    return np.clip(0.05 + 0.9 * high + rng.normal(0, 0.01, len(gt)), 0, 1)
+    return np.clip(0.05 + 0.9 * high + rng.normal(0, 0.01, n), 0, 1)
 
 
-def total_persistence(num_nodes: int, edges, f: torch.Tensor, t: float = 0.5) -> torch.Tensor:
-    """Sum of (death - birth) over both diagrams of the cut, differentiable in ``f``."""
+def total_persistence(num_nodes: int, edges, f: torch.Tensor, t: float = 0.5,
+                      filtration: str = "edge") -> torch.Tensor:
+    """Sum of (death - birth) over both diagrams of the cut, differentiable in ``f`` (edge scores
+    for ``"edge"``, node scores for ``"node"``)."""
+    cut = node_cut_persistence if as_choice(filtration, "filtration", FILTRATIONS) == "node" else cut_persistence
     return sum((d.h0[:, 1] - d.h0[:, 0]).sum() + (d.h1[:, 1] - d.h1[:, 0]).sum()
-               for d in cut_persistence(num_nodes, edges, f, t))
+               for d in cut(num_nodes, edges, f, t))
 
 
 def persistence_self_check(n_graphs: int = 50, n_grad: int = 5, nodes: int = 14, p: float = 0.25,
                            seed: int = 0) -> tuple[bool, float]:
-    """Brute-force checks of :func:`cut_persistence` on random G(n, p) graphs cut at random scores.
+    """Brute-force checks of :func:`cut_persistence` and :func:`node_cut_persistence` on random
+    G(n, p) graphs cut at random scores.
 
-    Returns ``(counts_ok, grad_err)``: whether, for both parts of every graph, the essential H0
-    points number the connected components ``c`` (networkx) and the H1 points ``|E_part| - |V| + c``;
-    and the largest gap between autograd and central finite differences of
-    :func:`total_persistence` over the first ``n_grad`` graphs.
+    Returns ``(counts_ok, grad_err)``: whether, for both parts of every graph under both
+    filtrations, the essential H0 points number the connected components ``c`` of the part
+    (networkx; under the node filtration a part holds only its own vertices) and the H1 points
+    ``|E_part| - |V_part| + c``; and the largest gap between autograd and central finite
+    differences of :func:`total_persistence` over the first ``n_grad`` graphs, both filtrations.
     """
+    n_graphs = as_positive_int(n_graphs, "n_graphs")
+    n_grad = as_positive_int(n_grad, "n_grad", minimum=0)
+    nodes = as_positive_int(nodes, "nodes", minimum=2)
+    if not 0 < p <= 1:
+        raise ValueError(f"p: expected an edge probability in (0, 1], got {p!r}")
     rng = np.random.default_rng(seed)
     ok, err = True, 0.0
     for i in range(n_graphs):
         G = nx.gnp_random_graph(nodes, p, seed=int(rng.integers(2**31)))
         edges = torch.tensor(list(G.edges), dtype=torch.long).reshape(-1, 2)
-        f = torch.tensor(rng.random(len(edges)), requires_grad=True)
-        for d, mask in zip(cut_persistence(nodes, edges, f), (f > 0.5, f <= 0.5)):
+        fe = torch.tensor(rng.random(len(edges)), requires_grad=True)
+        fv = torch.tensor(rng.random(nodes), requires_grad=True)
+        for d, mask in zip(cut_persistence(nodes, edges, fe), (fe > 0.5, fe <= 0.5)):
             sub = nx.Graph(edges[mask].tolist())
             sub.add_nodes_from(range(nodes))
             c = nx.number_connected_components(sub)
             ok &= int((d.h0_edge == -1).sum()) == c and len(d.h1) == int(mask.sum()) - nodes + c
+        for d, side in zip(node_cut_persistence(nodes, edges, fv), (fv > 0.5, fv <= 0.5)):
+            keep = set(np.flatnonzero(side.numpy()).tolist())
+            sub = G.subgraph(keep)
+            c = nx.number_connected_components(sub) if keep else 0
+            ok &= int((d.h0_edge == -1).sum()) == c and len(d.h1) == sub.number_of_edges() - len(keep) + c
         if i < n_grad and len(edges):
-            (grad,) = torch.autograd.grad(total_persistence(nodes, edges, f), f)
-            x = f.detach()
-            fd = torch.stack([(total_persistence(nodes, edges, x + h) - total_persistence(nodes, edges, x - h)) / 2e-6
-                              for h in 1e-6 * torch.eye(len(x), dtype=x.dtype)])
-            err = max(err, float((grad - fd).abs().max()))
+            for filtration, f in (("edge", fe), ("node", fv)):
+                (grad,) = torch.autograd.grad(total_persistence(nodes, edges, f, filtration=filtration), f)
+                x = f.detach()
+                fd = torch.stack([(total_persistence(nodes, edges, x + h, filtration=filtration)
+                                   - total_persistence(nodes, edges, x - h, filtration=filtration)) / 2e-6
+                                  for h in 1e-6 * torch.eye(len(x), dtype=x.dtype)])
+                err = max(err, float((grad - fd).abs().max()))
     return bool(ok), err

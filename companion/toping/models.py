@@ -17,8 +17,8 @@ from torch import nn
 from companion.toping.data import Batch, Graph, collate
 from companion.toping.losses import (RationalHat, bernoulli_info_loss, gaussian_mixture_prior,
                                      topo_discrepancy)
-from companion.toping.persistence import batch_cut_persistence
-from companion.validation import as_positive_int
+from companion.toping.persistence import FILTRATIONS, batch_cut_persistence, batch_node_cut_persistence
+from companion.validation import as_choice, as_positive_int
 
 __all__ = ["EdgeWeightedGIN", "GINClassifier", "GSAT", "TopInG", "saliency_explain", "History", "fit",
            "predict"]
@@ -26,6 +26,19 @@ __all__ = ["EdgeWeightedGIN", "GINClassifier", "GSAT", "TopInG", "saliency_expla
 
 def _mlp(i: int, h: int, o: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, o))
+
+
+def _extractor(i: int, hidden: int, dropout: float = 0.5) -> nn.Sequential:
+    """GSAT's extractor MLP: widths ``[i, 2 i, hidden, 1]`` (``i`` = 2 hidden on edges, hidden on
+    nodes, as in its ``ExtractorMLP``), ReLU and dropout 0.5 between layers."""
+    return nn.Sequential(nn.Linear(i, 2 * i), nn.ReLU(), nn.Dropout(dropout), nn.Linear(2 * i, hidden),
+                         nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, 1))
+
+
+def _number(x, name: str, low: float = 0.0) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x) or x < low:
+        raise ValueError(f"{name}: expected a finite number >= {low}, got {x!r}")
+    return float(x)
 
 
 class EdgeWeightedGIN(nn.Module):
@@ -77,13 +90,14 @@ class GINClassifier(nn.Module):
 class _Explainer(nn.Module):
     """Shared parts of GSAT and TopInG: extractor, Gumbel sampling, second weighted pass."""
 
-    def __init__(self, gnn: EdgeWeightedGIN, n_classes: int, extra_features: int = 0, tau: float = 1.0):
+    def __init__(self, gnn: EdgeWeightedGIN, n_classes: int, extra_features: int = 0, tau: float = 1.0,
+                 on_nodes: bool = False):
         super().__init__()
         as_positive_int(n_classes, "n_classes", minimum=2)
         if not tau > 0:
             raise ValueError(f"tau: expected a temperature > 0, got {tau!r}")
-        self.gnn, self.tau = gnn, tau
-        self.extractor = _mlp(2 * gnn.hidden, gnn.hidden, 1)
+        self.gnn, self.tau, self.on_nodes = gnn, tau, on_nodes
+        self.extractor = _extractor(gnn.hidden if on_nodes else 2 * gnn.hidden, gnn.hidden)
         self.head = _mlp(gnn.hidden + extra_features, gnn.hidden, n_classes)
 
     def edge_logits(self, batch: Batch) -> torch.Tensor:
@@ -91,6 +105,10 @@ class _Explainer(nn.Module):
         h = self.gnn(batch.x, batch.edges)
         hu, hv = h[batch.edges[:, 0]], h[batch.edges[:, 1]]
         return (self.extractor(torch.cat([hu, hv], 1)) + self.extractor(torch.cat([hv, hu], 1)))[:, 0] / 2
+
+    def node_logits(self, batch: Batch) -> torch.Tensor:
+        """``l_v``: the extractor on each node's embedding (the node filtration)."""
+        return self.extractor(self.gnn(batch.x, batch.edges))[:, 0]
 
     def sample(self, logits: torch.Tensor) -> torch.Tensor:
         """Binary concrete in training (eq. ``toping-gumbel``), the score ``p_e`` in evaluation."""
@@ -104,19 +122,27 @@ class _Explainer(nn.Module):
 
 
 class GSAT(_Explainer):
-    """GSAT: CE + lambda KL(Bern(alpha) || Bern(r)), r decayed from ``r0`` to ``r_final`` by 0.1 every
-    ``decay_every`` epochs (eq. ``toping-gsat``)."""
+    """GSAT: CE + lambda KL(Bern(alpha) || Bern(r)) (eq. ``toping-gsat``), with GSAT's schedule:
+    ``r`` starts at ``r0`` and falls by ``decay_r`` every ``decay_every`` epochs down to
+    ``r_final``, and a model is selected only once ``r`` has reached ``r_final`` and after epoch 10
+    (``selection_start``), as in GSAT's ``run_gsat.py``."""
 
     def __init__(self, gnn: EdgeWeightedGIN, n_classes: int = 2, lam: float = 1.0, r0: float = 0.9,
-                 r_final: float = 0.7, decay_every: int = 10, tau: float = 1.0):
+                 r_final: float = 0.7, decay_every: int = 10, decay_r: float = 0.1, tau: float = 1.0):
         super().__init__(gnn, n_classes, tau=tau)
         if not 0 < r_final <= r0 < 1:
             raise ValueError(f"r0: expected 0 < r_final <= r0 < 1, got r0={r0!r}, r_final={r_final!r}")
+        self.lam = _number(lam, "lam")
+        self.decay_r = _number(decay_r, "decay_r")
+        if self.decay_r == 0 and r_final < r0:
+            raise ValueError("decay_r: expected > 0 when r_final < r0")
         as_positive_int(decay_every, "decay_every")
-        self.lam, self.r0, self.r_final, self.decay_every = lam, r0, r_final, decay_every
+        self.r0, self.r_final, self.decay_every = r0, r_final, decay_every
+        steps = 0 if r_final == r0 else int(np.ceil(round((r0 - r_final) / self.decay_r, 9)))
+        self.selection_start = max(steps * decay_every, 11)
 
     def r(self, epoch: int) -> float:
-        return max(self.r_final, self.r0 - 0.1 * (epoch // self.decay_every))
+        return max(self.r_final, round(self.r0 - self.decay_r * (epoch // self.decay_every), 9))
 
     def forward(self, batch: Batch, epoch: int = 0):
         logits = self.edge_logits(batch)
@@ -128,36 +154,54 @@ class GSAT(_Explainer):
 class TopInG(_Explainer):
     """TopInG with a GIN backbone (eq. ``toping-loss``): CE - alpha L_topo + beta L_prior.
 
-    The prediction head reads ``[Pool(h) || psi(T_X) || psi(T_eps)]``; ``L_topo`` is the top-2
-    dual bound of the discrepancy between the rationale and complement diagrams, cut at ``cut``.
+    ``filtration="node"`` (the default, the paper's Remark 3.6): the extractor scores nodes, an
+    edge's score is the smaller of its ends' (``min``), and the two diagrams are those of the node
+    cut (eq. ``toping-node-parts``); ``"edge"``: the extractor scores edges and every vertex is in
+    both parts at time 0 (the book's first pass, kept as an ablation). The prediction head reads
+    ``[Pool(h on the weighted graph) || psi(T_X)]``, the rationale alone (``head_complement=True``
+    adds ``psi(T_eps)``, as the first pass did); ``L_topo`` is the top-2 dual bound of the
+    discrepancy between the rationale and complement diagrams, cut at ``cut``.
     """
 
     def __init__(self, gnn: EdgeWeightedGIN, n_classes: int = 2, n_hats: int = 8, alpha: float = 0.01,
-                 beta: float = 1.0, gamma: float = 0.005, cut: float = 0.5, tau: float = 1.0, seed: int = 0):
-        super().__init__(gnn, n_classes, extra_features=4 * n_hats, tau=tau)
-        if not 0 < cut < 1:
+                 beta: float = 1.0, gamma: float = 0.005, cut: float = 0.5, tau: float = 1.0, seed: int = 0,
+                 filtration: str = "node", head_complement: bool = False):
+        filtration = as_choice(filtration, "filtration", FILTRATIONS)
+        if not isinstance(head_complement, bool):
+            raise ValueError(f"head_complement: expected a bool, got {head_complement!r}")
+        n_hats = as_positive_int(n_hats, "n_hats")
+        super().__init__(gnn, n_classes, extra_features=(4 if head_complement else 2) * n_hats, tau=tau,
+                         on_nodes=filtration == "node")
+        if isinstance(cut, bool) or not isinstance(cut, (int, float)) or not 0 < cut < 1:
             raise ValueError(f"cut: expected a number in (0, 1), got {cut!r}")
-        if alpha < 0 or beta < 0:
-            raise ValueError(f"alpha: the weights alpha and beta must be >= 0, got {alpha!r}, {beta!r}")
+        self.alpha = _number(alpha, "alpha")
+        self.beta = _number(beta, "beta")
+        self.gamma = _number(gamma, "gamma")
         self.hats = RationalHat(n_hats, seed=seed)
         self.rho = nn.Parameter(torch.full((2,), float(np.log(np.expm1(0.25 - 1e-3)))))  # r = 0.25
-        self.alpha, self.beta, self.gamma, self.cut = alpha, beta, gamma, cut
+        self.cut, self.filtration, self.head_complement = cut, filtration, head_complement
 
     def topo_features(self, batch: Batch, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``psi(T_X), psi(T_eps)``: ``[B, 2 n_hats]`` each, from the cut diagrams of ``f``."""
-        dx, de = batch_cut_persistence(batch.x.shape[0], batch.edges, f, self.cut,
-                                       node_graph=batch.node_graph, num_graphs=batch.num_graphs)
+        """``psi(T_X), psi(T_eps)``: ``[B, 2 n_hats]`` each, from the cut diagrams of ``f`` (node
+        scores for the node filtration, edge scores for the edge one)."""
+        cut = batch_node_cut_persistence if self.filtration == "node" else batch_cut_persistence
+        dx, de = cut(batch.x.shape[0], batch.edges, f, self.cut, node_graph=batch.node_graph,
+                     num_graphs=batch.num_graphs)
         return self.hats(dx, batch.num_graphs), self.hats(de, batch.num_graphs)
 
     def forward(self, batch: Batch, epoch: int = 0):
-        logits = self.edge_logits(batch)
+        logits = self.node_logits(batch) if self.on_nodes else self.edge_logits(batch)
         p = torch.sigmoid(logits)
         alpha = self.sample(logits)
         vx, ve = self.topo_features(batch, alpha)
-        out = self.head(torch.cat([self.pooled(batch, alpha), vx, ve], 1))
+        u, v = batch.edges[:, 0], batch.edges[:, 1]
+        weight = torch.minimum(alpha[u], alpha[v]) if self.on_nodes else alpha  # an edge enters with its later end
+        feats = [self.pooled(batch, weight), vx] + ([ve] if self.head_complement else [])
+        out = self.head(torch.cat(feats, 1))
         aux = {"topo": -self.alpha * topo_discrepancy(vx, ve),
                "prior": self.beta * gaussian_mixture_prior(p, self.rho, gamma=self.gamma)}
-        return out, p, aux
+        edge_p = torch.minimum(p[u], p[v]) if self.on_nodes else p
+        return out, edge_p, aux
 
 
 def saliency_explain(model: GINClassifier, batch: Batch) -> torch.Tensor:
@@ -179,6 +223,7 @@ class History:
     val_loss: list[float] = field(default_factory=list)
     best_epoch: int = -1
     seconds: float = 0.0
+    snapshots: dict = field(default_factory=dict)  # epoch -> the selected weights after that epoch
 
 
 @torch.no_grad()
@@ -194,12 +239,19 @@ def predict(model: nn.Module, graphs: list[Graph], batch_size: int = 256):
 
 
 def fit(model: nn.Module, train: list[Graph], val: list[Graph], epochs: int, lr: float = 1e-3,
-        batch_size: int = 32, seed: int = 0) -> History:
+        batch_size: int = 32, seed: int = 0, snapshots=()) -> History:
     """Adam for ``epochs`` epochs; keeps the weights of the epoch with the best validation accuracy
-    (ties: lowest validation loss), as the paper selects models."""
+    (ties: lowest validation loss), as the paper selects models, among the epochs from the model's
+    ``selection_start`` on (GSAT's rule; 0 otherwise). ``snapshots``: epochs (1-based) after which
+    the weights selected so far are kept in ``History.snapshots`` (a budget sweep in one run)."""
     import time
 
     as_positive_int(epochs, "epochs")
+    as_positive_int(batch_size, "batch_size")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+        raise ValueError(f"lr: expected a learning rate > 0, got {lr!r}")
+    snapshots = [as_positive_int(e, "snapshots") for e in snapshots]
+    start_at = min(int(getattr(model, "selection_start", 0)), epochs - 1)
     if not train or not val:
         raise ValueError(f"train: expected non-empty training and validation sets, got {len(train)} and {len(val)}")
     torch.manual_seed(seed)
@@ -225,8 +277,10 @@ def fit(model: nn.Module, train: list[Graph], val: list[Graph], epochs: int, lr:
         hist.loss.append(total / len(train))
         hist.val_acc.append(acc)
         hist.val_loss.append(vloss)
-        if (acc, -vloss) > (best[0], -best[1]):
+        if epoch >= start_at and (acc, -vloss) > (best[0], -best[1]):
             best, hist.best_epoch, state = (acc, vloss), epoch, copy.deepcopy(model.state_dict())
+        if epoch + 1 in snapshots and state is not None:
+            hist.snapshots[epoch + 1] = copy.deepcopy(state)
     model.load_state_dict(state)
     model.eval()
     hist.seconds = time.perf_counter() - start
