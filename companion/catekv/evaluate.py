@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from companion.validation import as_positive_int, as_probability
+
 from .cache import HybridKVCache
 from .data import VOCAB, RecallBatch
 from .heads import middle_attention, middle_region
@@ -14,7 +16,7 @@ __all__ = ["Prefill", "policy_keep", "decode_accuracy", "accuracy", "captured_ma
            "solo_compression", "concat", "amdahl", "measured_attention_speedup", "kernel_errors",
            "llama_kv_projection", "METHODS"]
 
-METHODS = ("full", "catekv", "streaming", "snapkv", "duo", "random-heads", "no-critical")
+METHODS = ("full", "catekv", "streaming", "snapkv", "duo", "random-heads", "no-critical", "random-chunks")
 
 
 class Prefill:
@@ -37,7 +39,8 @@ def policy_keep(method: str, pre: Prefill, head_mask: torch.Tensor, *, generator
     """``keep[layer][head]`` for ``method`` (one of :data:`METHODS`), sized to CateKV's bytes where it applies.
 
     ``head_mask`` [L, Hkv] True = adaptive (CateKV's static mask). ``random-heads`` draws a mask with the
-    same number of adaptive heads from ``generator``; ``duo`` keeps everything in the ``retrieval`` heads
+    same number of adaptive heads from ``generator``; ``random-chunks`` keeps CateKV's mask and bytes but
+    draws the consistent heads' middle chunks at random (from ``generator``); ``duo`` keeps everything in the ``retrieval`` heads
     [L, Hkv] and a sink plus a recent window of CateKV's consistent-head length in the others
     (``no-critical`` is the same with CateKV's own mask; see :func:`duo_gates`). ``cfg`` overrides the budget of ``pre.cfg``
     (it must share its chunk, sink, recent window, observation window and tail).
@@ -62,6 +65,9 @@ def policy_keep(method: str, pre: Prefill, head_mask: torch.Tensor, *, generator
         head_mask = torch.zeros(L * H, dtype=torch.bool)
         head_mask[perm] = True
         head_mask = head_mask.view(L, H)
+    if method == "random-chunks":  # CateKV's mask and bytes, the middle chunks drawn at random
+        return [catekv_select(torch.rand(pre.attn_mid[l].shape, generator=generator).to(dev), n, head_mask[l], cfg)
+                for l in range(L)]
     if method in ("catekv", "random-heads", "no-critical"):
         return [catekv_select(pre.attn_mid[l], n, head_mask[l], cfg, critical=method != "no-critical")
                 for l in range(L)]
@@ -98,8 +104,13 @@ def accuracy(model, tests: list[RecallBatch], pres: list[Prefill], method: str, 
              cfg: CateKVConfig | None = None, *, draws: int = 1, seed: int = 0,
              retrieval: torch.Tensor | None = None) -> dict:
     """Stream accuracy of ``method`` over the test seeds: ``acc`` (mean over prompts), ``ci`` (95%
-    half-width over prompts) and ``ratio`` (full / kept bytes). ``random-heads`` averages ``draws``
-    seeded head draws per test seed."""
+    half-width over prompts) and ``ratio`` (full / kept bytes). ``random-heads`` and ``random-chunks``
+    average ``draws`` seeded draws per test seed."""
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+    draws = as_positive_int(draws, "draws")
+    if not tests or len(tests) != len(pres):
+        raise ValueError(f"tests: expected a non-empty list with one Prefill per batch, got {len(tests)} and {len(pres)}")
     accs, ratios = [], []
     for s, (batch, pre) in enumerate(zip(tests, pres)):
         for d in range(draws if method == "random-heads" else 1):
@@ -152,6 +163,11 @@ def duo_gates(model, batch: RecallBatch, pre: Prefill) -> torch.Tensor:
 
 def retrieval_heads(gate: torch.Tensor, n_retrieval: int) -> torch.Tensor:
     """The ``n_retrieval`` heads with the largest gates: the retrieval heads, [L, Hkv] bool."""
+    if not isinstance(gate, torch.Tensor) or gate.dim() != 2 or not torch.isfinite(gate).all():
+        raise ValueError(f"gate: expected a finite tensor [L, Hkv], got {getattr(gate, 'shape', type(gate).__name__)}")
+    n_retrieval = as_positive_int(n_retrieval, "n_retrieval", minimum=0)
+    if n_retrieval > gate.numel():
+        raise ValueError(f"n_retrieval: expected at most {gate.numel()} heads, got {n_retrieval}")
     mask = torch.zeros(gate.numel(), dtype=torch.bool)
     mask[gate.flatten().argsort(descending=True)[:n_retrieval]] = True
     return mask.view(gate.shape)
@@ -204,6 +220,12 @@ def llama_kv_projection(n: int = 131_072, adaptive_ratio: float = 0.4, budget: i
                         layers: int = 32, kv_heads: int = 8, head_dim: int = 128, bytes_per_element: int = 2) -> dict:
     """KV bytes of a Llama-3-8B-shaped model at context ``n``: full vs CateKV (per layer: the adaptive heads
     keep n tokens, the consistent ones ``budget + tail``), eq. (catekv-bytes)."""
+    n = as_positive_int(n, "n")
+    for name, value in (("budget", budget), ("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim),
+                        ("bytes_per_element", bytes_per_element)):
+        as_positive_int(value, name)
+    as_positive_int(tail, "tail", minimum=0)
+    as_probability(adaptive_ratio, "adaptive_ratio", low_open=False, high_open=False)
     per_token_head = 2 * bytes_per_element * head_dim
     full = per_token_head * layers * kv_heads * n
     n_adapt = adaptive_ratio * kv_heads

@@ -17,7 +17,8 @@ import torch
 
 from companion.validation import as_choice, as_positive_int, as_probability
 
-__all__ = ["middle_region", "middle_attention", "chunk_hits", "head_cv", "collect_cv", "head_votes", "static_head_mask"]
+__all__ = ["middle_region", "middle_attention", "chunk_hits", "head_cv", "collect_cv", "cv_from_window", "head_votes",
+           "static_head_mask"]
 
 
 def middle_region(n: int, chunk: int, init: int, recent: int, tail_reserve: int = 8) -> tuple[int, int, int]:
@@ -74,8 +75,11 @@ def chunk_hits(attn_mid: torch.Tensor, chunk: int, top_threshold: float = 0.5, t
         raise ValueError(f"top_fraction: expected a value in [0.5, 1], got {f}")
     _check_attn(attn_mid, chunk)
     flat = attn_mid.flatten(-2).float()
-    lo = torch.quantile(flat, 1 - f, dim=-1)
-    hi = torch.quantile(flat, f, dim=-1)
+    if f == 1.0:  # the 0- and 1-quantiles are the extremes: no sort needed
+        lo, hi = flat.amin(-1), flat.amax(-1)
+    else:
+        lo = torch.quantile(flat, 1 - f, dim=-1)
+        hi = torch.quantile(flat, f, dim=-1)
     tau = (lo + k * (hi - lo))[..., None, None]
     W, T = attn_mid.shape[-2:]
     chunk_max = attn_mid.reshape(*attn_mid.shape[:-1], T // chunk, chunk).amax(-1)  # [..., W, M]
@@ -102,6 +106,18 @@ def collect_cv(model, prompts: torch.Tensor, cfg) -> torch.Tensor:
     return torch.stack(cvs, 1)
 
 
+def cv_from_window(attn_mid: list[torch.Tensor], chunk: int, top_threshold: float = 0.5,
+                   top_fraction: float = 1.0) -> torch.Tensor:
+    """The CVs of :func:`collect_cv` from a prefill's window attention over the middle (``attn_mid``, one
+    [N, Hkv, W, T_mid] tensor per layer, as :class:`companion.catekv.evaluate.Prefill` keeps it), so that
+    several thresholds can be tried on one prefill: [N, L, Hkv]."""
+    if not isinstance(attn_mid, (list, tuple)) or not attn_mid:
+        raise ValueError("attn_mid: expected a non-empty list of [N, Hkv, W, T_mid] tensors, one per layer")
+    if any(not isinstance(a, torch.Tensor) or a.dim() != 4 for a in attn_mid):
+        raise ValueError("attn_mid: every layer's entry must be a tensor [N, Hkv, W, T_mid]")
+    return torch.stack([head_cv(a, chunk, top_threshold, top_fraction) for a in attn_mid], 1).cpu()
+
+
 def head_votes(cv: torch.Tensor, adaptive_ratio: float) -> torch.Tensor:
     """Votes of the static head mask: in how many samples each head's CV is at or below that sample's
     ``adaptive_ratio``-quantile (``cv`` [N, L, Hkv] -> [L, Hkv])."""
@@ -115,22 +131,33 @@ def head_votes(cv: torch.Tensor, adaptive_ratio: float) -> torch.Tensor:
     return (flat <= torch.quantile(flat, r, dim=1, keepdim=True)).sum(0).view(L, H)
 
 
-def static_head_mask(cv: torch.Tensor, adaptive_ratio: float, ranking: str = "vote") -> torch.Tensor:
+def static_head_mask(cv: torch.Tensor, adaptive_ratio: float, ranking: str = "vote",
+                     ties: str = "keep") -> torch.Tensor:
     """The static head mask (True = adaptive) from per-sample CVs ``cv`` [N, L, Hkv].
 
-    ``ranking="vote"`` (the official ``static.py``): the ``ceil(r L Hkv)`` heads with the most
-    :func:`head_votes` are adaptive, ties broken by the lower mean CV. ``ranking="mean"``: the heads with
-    the lowest CV averaged over the samples.
+    ``ranking="vote"`` (the official ``static.py``): the heads with at least as many :func:`head_votes`
+    as the ``ceil(r L Hkv)``-th most voted head are adaptive. With ``ties="keep"`` (the official rule)
+    every head tied with that one is adaptive too, so the mask can hold more than ``ceil(r L Hkv)``
+    heads; ``ties="mean-cv"`` (an ablation) keeps exactly ``ceil(r L Hkv)``, breaking ties by the
+    lower mean CV. ``ranking="mean"``: the ``ceil(r L Hkv)`` heads with the lowest CV averaged over
+    the samples (``ties`` does not apply).
     """
     ranking = as_choice(ranking, "ranking", ("vote", "mean"))
+    ties = as_choice(ties, "ties", ("keep", "mean-cv"))
     votes = head_votes(cv, adaptive_ratio).flatten().double()
     N, L, H = cv.shape
     n_adaptive = math.ceil(round(adaptive_ratio * L * H, 9))
+    mask = torch.zeros(L * H, dtype=torch.bool)
+    if n_adaptive == 0:
+        return mask.view(L, H)
     mean = cv.reshape(N, L * H).double().mean(0)
+    if ranking == "vote" and ties == "keep":
+        threshold = votes.sort(descending=True).values[n_adaptive - 1]
+        mask = votes >= threshold
+        return mask.view(L, H)
     if ranking == "vote":
         order = sorted(range(L * H), key=lambda i: (-votes[i].item(), mean[i].item()))
     else:
         order = mean.argsort().tolist()
-    mask = torch.zeros(L * H, dtype=torch.bool)
     mask[order[:n_adaptive]] = True
     return mask.view(L, H)
