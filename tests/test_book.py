@@ -30,7 +30,6 @@ NOT_MIGRATED = {  # one slug per line: a chapter that adopts contract v3 deletes
     "dsda",
     "gmail",
     "lada",
-    "metta-class",
     "ocl",
     "flair",
     "hyperimts",

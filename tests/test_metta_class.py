@@ -301,3 +301,173 @@ def test_ascent_refuses_bad_class_indices():
         mc.ascend(net, x0, 0, clamp=(1.0, 0.0))
     with pytest.raises(ValueError, match="^step_size"):
         mc.ascend(net, x0, 0, step_size=0)
+
+
+# --- second pass: inputs no net is trained on, the official weight decay, input checks -------------
+
+def test_glyphs_are_made_like_the_digits_and_repeat_with_a_seed():
+    X, index = mc.render_glyphs("08A", fonts=("DejaVuSans", "cmr10"), n_variants=2, seed=3)
+    assert X.shape == (12, 64) and X.dtype == torch.float32 and index.tolist() == [0, 0, 1, 1, 2, 2] * 2
+    assert float(X.min()) >= 0 and float(X.max()) == 1.0
+    # 4x4 blocks of a binary bitmap: every value is a count / 16
+    assert torch.equal(X * 16, (X * 16).round())
+    assert torch.equal(X, mc.render_glyphs("08A", fonts=("DejaVuSans", "cmr10"), n_variants=2, seed=3)[0])
+    assert not torch.equal(X, mc.render_glyphs("08A", fonts=("DejaVuSans", "cmr10"), n_variants=2, seed=4)[0])
+    assert (X.reshape(-1, 8, 8).sum((1, 2)) > 4).all()  # every glyph has ink
+    assert len(mc.FONTS) == 16 and mc.render_glyphs("1")[0].shape == (32, 64)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(chars=""), "^chars: expected a non-empty string"),
+    (dict(chars=3), "^chars: expected a non-empty string"),
+    (dict(chars="1", fonts=("NoSuchFont",)), "^fonts: expected names of matplotlib's bundled fonts"),
+    (dict(chars="1", fonts=()), "^fonts: expected names"),
+    (dict(chars="1", n_variants=0), "^n_variants: expected an integer >= 1"),
+    (dict(chars="1", n_variants=1.5), "^n_variants: expected an integer"),
+])
+def test_render_glyphs_refuses_bad_input(kw, match):
+    with pytest.raises(ValueError, match=match):
+        mc.render_glyphs(**kw)
+
+
+def test_random_strokes_have_ink_in_block_counts_and_repeat():
+    S = mc.random_strokes(25, seed=1)
+    assert S.shape == (25, 64) and float(S.min()) >= 0 and float(S.max()) <= 1
+    assert torch.equal(S * 16, (S * 16).round()) and (S.sum(1) > 1).all()
+    assert torch.equal(S, mc.random_strokes(25, seed=1)) and not torch.equal(S, mc.random_strokes(25, seed=2))
+    for bad in (0, -3, 2.0, True):
+        with pytest.raises(ValueError, match="^n: expected an integer"):
+            mc.random_strokes(bad)
+
+
+def test_interpolations_join_two_different_classes():
+    X = torch.eye(4)  # one point per class, a one-hot row
+    y = torch.tensor([0, 1, 2, 3])
+    M = mc.interpolate_classes(X, y, 200, torch.Generator().manual_seed(0))
+    assert M.shape == (200, 4)
+    # each midpoint is (e_a + e_b) / 2 with a != b: two entries of 0.5, never one entry of 1
+    assert torch.equal((M == 0.5).sum(1), torch.full((200,), 2)) and torch.equal(M.sum(1), torch.ones(200))
+    W = mc.interpolate_classes(X, y, 50, torch.Generator().manual_seed(0), weight=0.25)
+    assert set(W.unique().tolist()) == {0.0, 0.25, 0.75}
+    with pytest.raises(ValueError, match="^y: expected at least two classes"):
+        mc.interpolate_classes(X, torch.zeros(4, dtype=torch.long), 5)
+    with pytest.raises(ValueError, match=r"^weight: expected a number in \(0, 1\)"):
+        mc.interpolate_classes(X, y, 5, weight=1.0)
+    with pytest.raises(ValueError, match="^y: expected an integer tensor of shape"):
+        mc.interpolate_classes(X, y[:3], 5)
+    with pytest.raises(ValueError, match="^X: must be finite"):
+        mc.interpolate_classes(X * float("nan"), y, 5)
+
+
+def test_a_quarter_turn_is_a_rotation_by_ninety_degrees():
+    X = torch.arange(2 * 64, dtype=torch.float32).reshape(2, 64)
+    T = mc.quarter_turn(X, 8, torch.Generator().manual_seed(0)).reshape(2, 8, 8)
+    img = X.reshape(2, 8, 8)
+    for i in range(2):
+        assert torch.equal(T[i], torch.rot90(img[i], 1)) or torch.equal(T[i], torch.rot90(img[i], -1))
+    with pytest.raises(ValueError, match=r"^X: expected 64 pixels per row \(8 x 8\), got 63"):
+        mc.quarter_turn(torch.zeros(2, 63))
+
+
+def test_overlapping_blobs_overlap_and_refuse_a_bad_separation():
+    ob = mc.overlapping_blobs(separation=2.0)
+    assert ob.X_train.shape == (6000, 2) and torch.allclose(ob.centers[1], torch.tensor([2.0, 0.0]))
+    near = torch.cdist(ob.X_train, ob.centers).argmin(1) == ob.y_train
+    assert float(near[ob.y_train <= 1].float().mean()) < 0.9  # classes 0 and 1 share ground
+    assert float(near[ob.y_train == 2].float().mean()) > 0.99
+    for bad in (0, -1.0, float("nan"), True):
+        with pytest.raises(ValueError, match="^separation"):
+            mc.overlapping_blobs(separation=bad)
+
+
+def _weight_norm(ens):
+    return sum(float(W.detach().pow(2).sum()) for W in ens.weights)
+
+
+def test_weight_decay_and_the_official_sgd_optimiser():
+    X, y = _toy()
+    norms = {}
+    for wd in (0.0, 0.5):
+        ens = mc.MLPEnsemble(3, (8,), 2, seeds=[0])
+        mc.train_ensemble(ens, [(X, y)], steps=200, batch_size=16, weight_decay=wd)
+        norms[wd] = _weight_norm(ens)
+    assert norms[0.5] < 0.5 * norms[0.0]  # L2 shrinks the weights
+    # SGD with weight decay, no data gradient (lr * wd per step): theta_t = (1 - lr wd)^t theta_0
+    ens = mc.MLPEnsemble(3, (8,), 2, seeds=[0])
+    start = [W.detach().clone() for W in ens.weights]
+    zero = _ZeroLoss(ens)
+    mc.train_ensemble(zero, [(X, y)], steps=10, batch_size=4, lr=0.1, weight_decay=0.2, optimizer="sgd")
+    for W0, W in zip(start, ens.weights):
+        assert torch.allclose(W.detach(), W0 * 0.98 ** 10, atol=1e-6)
+    for bad, match in [(-1.0, "^weight_decay"), (float("nan"), "^weight_decay"), (True, "^weight_decay"),
+                       ("sgd", "^weight_decay")]:
+        with pytest.raises(ValueError, match=match):
+            mc.train_ensemble(mc.MLPEnsemble(3, (4,), 2, [0]), [(X, y)], steps=1, weight_decay=bad)
+    with pytest.raises(ValueError, match="^optimizer: expected 'adam' or 'sgd'"):
+        mc.train_ensemble(mc.MLPEnsemble(3, (4,), 2, [0]), [(X, y)], steps=1, optimizer="rmsprop")
+
+
+class _ZeroLoss(mc.MLPEnsemble):
+    """The ensemble's logits times zero: the loss has no gradient, so only weight decay moves it."""
+
+    def __init__(self, ens):
+        torch.nn.Module.__init__(self)
+        self.d_in, self.hidden, self.n_out = ens.d_in, ens.hidden, ens.n_out
+        self.weights, self.biases = ens.weights, ens.biases
+
+    def forward(self, x):
+        return super().forward(torch.zeros_like(x)) * 0.0
+
+
+def test_training_refuses_data_outside_the_samplers_box():
+    d = mc.digits(0)
+    cube = mc.MettaSampler.cube(64)
+    raw = d.X_train * 16  # the pitfall: pixels 0..16 beside a Metta class drawn from [0, 1]
+    with pytest.raises(ValueError, match=r"^X: \d+ of 1257 points lie outside the sampler's box \[0, 1\] "
+                                         r"\(data range 0\.\.16\); scale the data into U"):
+        mc.train_metta_nets(raw, d.y_train, 10, cube, n_metta=10, steps=1)
+    with pytest.raises(ValueError, match="^classes: .* outside the sampler's box"):
+        mc.train_unary_nets([d.X_train[:5], raw[:5]], cube, n_metta=10, steps=1)
+    b = mc.blobs(n_train=300, n_test=30)
+    with pytest.raises(ValueError, match="^X: .* outside the sampler's box"):  # a box of other data
+        mc.train_metta_nets(b.X_train, b.y_train, 3, mc.MettaSampler.from_data(b.X_train[b.y_train == 0]),
+                            n_metta=10, steps=1)
+
+
+def test_unary_nets_take_one_sampler_per_class():
+    a, b = torch.rand(20, 2), torch.rand(20, 2) * 10
+    boxes = [mc.MettaSampler.cube(2), mc.MettaSampler.cube(2, 0.0, 10.0)]
+    net = mc.train_unary_nets([a, b], boxes, n_metta=30, hidden=(4,), steps=2)
+    assert net.n_members == 2
+    with pytest.raises(ValueError, match=r"^sampler: expected one sampler or one per class \(2\), got 3"):
+        mc.train_unary_nets([a, b], boxes + boxes[:1], n_metta=30, steps=1)
+    with pytest.raises(ValueError, match="^classes: expected the same number of features"):
+        mc.train_unary_nets([a, torch.rand(5, 3)], mc.MettaSampler.cube(2), n_metta=30, steps=1)
+
+
+def test_occupancy_and_purity_refuse_labels_outside_0_to_k():
+    # K = 2 real classes and the Metta label 2: a prediction 5 or -1 is no output of such a net
+    with pytest.raises(ValueError, match=r"^pred: labels must lie in 0\.\.2 \(real classes 0\.\.1, Metta 2\), "
+                                         r"got 0\.\.5"):
+        mc.occupancy_factor(torch.tensor([0, 2, 5]), 2)
+    with pytest.raises(ValueError, match=r"^pred: labels must lie in 0\.\.2"):
+        mc.occupancy_factor(torch.tensor([-1, 2]), 2)
+    with pytest.raises(ValueError, match=r"^pred: labels must lie in 0\.\.3"):
+        mc.purity_factors(torch.tensor([0, 4, 1]), torch.tensor([0, 1, 3]), 3)
+    with pytest.raises(ValueError, match=r"^pred: labels must lie in 0\.\.3"):
+        mc.purity_factors(torch.tensor([0, -2, 1]), torch.tensor([0, 1, 3]), 3)
+    with pytest.raises(ValueError, match="^pred: expected a non-empty 1-D tensor"):
+        mc.occupancy_factor(torch.tensor([[0, 1]]), 2)
+
+
+def test_ascent_refuses_a_start_outside_its_clamp_box():
+    net = _linear()
+    with pytest.raises(ValueError, match=r"^x0: the ascent starts in its clamp box \[0, 1\]"):
+        mc.ascend(net, torch.full((2, 3), 16.0), 0)  # digits not divided by 16
+    with pytest.raises(ValueError, match=r"^x0: the ascent starts in its clamp box \[-1, 1\]"):
+        mc.ascend(net, torch.full((2, 3), -2.0), 0, clamp=(-1.0, 1.0))
+    with pytest.raises(ValueError, match="^x0: must be finite"):
+        mc.ascend(net, torch.full((2, 3), float("nan")), 0)
+    with pytest.raises(ValueError, match=r"^x0: expected shape \(N, d\)"):
+        mc.ascend(net, torch.zeros(3), 0)
+    assert mc.ascend(net, torch.full((2, 3), 16.0), 0, steps=1, clamp=None).shape == (2, 3)

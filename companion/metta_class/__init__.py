@@ -6,7 +6,8 @@ real classes live instead of partitioning all of U among them.
 
 Layout (equation labels are those of the chapter):
 
-* :mod:`.data`     -- the scaled 8x8 digits and the 2-D blobs, and off-manifold test inputs;
+* :mod:`.data`     -- the scaled 8x8 digits, the 2-D blobs (and overlapping ones), and inputs the nets
+  never see: glyphs of other fonts, letters, strokes, interpolations, turned digits;
 * :mod:`.sampler`  -- :class:`MettaSampler`, uniform samples of U (eq. (metta-data));
 * :mod:`.train`    -- MLPs, the Metta net, the standard net and unary nets (eq. (metta-loss)),
   unary margins (eq. (metta-margin));
@@ -20,7 +21,18 @@ Conventions: inputs are float tensors ``(N, d)`` already scaled into U; real lab
 Bad arguments raise ``ValueError`` naming the argument.
 """
 
-from .data import Dataset, blobs, digits, shuffle_pixels
+from .data import (
+    FONTS,
+    Dataset,
+    blobs,
+    digits,
+    interpolate_classes,
+    overlapping_blobs,
+    quarter_turn,
+    random_strokes,
+    render_glyphs,
+    shuffle_pixels,
+)
 from .generate import ascend
 from .metrics import (
     GaussianDensity,
@@ -44,7 +56,8 @@ from .train import (
 )
 
 __all__ = [
-    "Dataset", "blobs", "digits", "shuffle_pixels", "ascend", "GaussianDensity", "auroc", "max_softmax",
+    "FONTS", "Dataset", "blobs", "digits", "overlapping_blobs", "shuffle_pixels", "render_glyphs", "random_strokes",
+    "interpolate_classes", "quarter_turn", "ascend", "GaussianDensity", "auroc", "max_softmax",
     "metta_probability", "occupancy_factor", "predict", "purity_factors", "MettaSampler", "agreement",
     "complement", "membership", "overlap_rate", "union", "MLPEnsemble", "mlp", "train_ensemble", "train_metta_nets",
     "train_standard_nets", "train_unary_nets", "unary_margin",

@@ -31,6 +31,9 @@ def ascend(model: nn.Module, x0: torch.Tensor, class_index, *, steps: int = 300,
         raise ValueError(f"class_index: labels must lie in 0..{n_out - 1}, got {int(c.min())}..{int(c.max())}")
     if clamp is not None and not (len(clamp) == 2 and clamp[0] < clamp[1]):
         raise ValueError(f"clamp: expected (low, high) with low < high, or None, got {clamp!r}")
+    if clamp is not None and (float(x.min()) < clamp[0] or float(x.max()) > clamp[1]):
+        raise ValueError(f"x0: the ascent starts in its clamp box [{clamp[0]:g}, {clamp[1]:g}] (a Metta sample "
+                         f"of U), got values {float(x.min()):g}..{float(x.max()):g}; rescale x0 or pass clamp=None")
     rows = torch.arange(x.shape[0], device=x.device)
     for _ in range(steps):
         x.requires_grad_(True)

@@ -33,16 +33,16 @@ def occupancy_factor(pred: torch.Tensor, metta_label: int) -> float:
     ``pred`` holds the predicted labels of Metta samples; for a net without a Metta output every
     prediction is a real class and OF = 1.
     """
-    pred = _as_pred(pred)
     metta_label = as_int(metta_label, "metta_label", low=0)
+    pred = _as_pred(pred, metta_label)
     return float((pred != metta_label).double().mean())
 
 
 def purity_factors(pred: torch.Tensor, y: torch.Tensor, n_classes: int) -> torch.Tensor:
     """PF_k, eq. (metta-purity): the precision of each real class k on real test points (labels
     ``0..K-1``) together with Metta test points (label ``K``). NaN where class k is never predicted."""
-    pred = _as_pred(pred)
     n_classes = as_int(n_classes, "n_classes", low=1)
+    pred = _as_pred(pred, n_classes)
     y = as_labels(y, pred.shape[0], n_classes + 1)
     k = torch.arange(n_classes, device=pred.device)
     predicted = (pred[:, None] == k).double()
@@ -100,12 +100,16 @@ class GaussianDensity:
         return logsumexp(np.stack(terms), axis=0)
 
 
-def _as_pred(pred) -> torch.Tensor:
+def _as_pred(pred, top: int) -> torch.Tensor:
+    """Predicted labels of a net with outputs ``0..top`` (``top`` = K is the Metta label)."""
     if not isinstance(pred, torch.Tensor) or pred.ndim != 1 or pred.numel() == 0:
         shape = tuple(pred.shape) if isinstance(pred, torch.Tensor) else type(pred).__name__
         raise ValueError(f"pred: expected a non-empty 1-D tensor of predicted labels, got {shape}")
     if pred.is_floating_point() or pred.dtype == torch.bool:
         raise ValueError(f"pred: expected integer labels, got dtype {pred.dtype}")
+    if int(pred.min()) < 0 or int(pred.max()) > top:
+        raise ValueError(f"pred: labels must lie in 0..{top} (real classes 0..{top - 1}, Metta {top}), got "
+                         f"{int(pred.min())}..{int(pred.max())}")
     return pred.long()
 
 

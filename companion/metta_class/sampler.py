@@ -68,7 +68,8 @@ class MettaSampler:
     def contains(self, X: torch.Tensor) -> torch.Tensor:
         """Which rows of ``X`` lie in U."""
         X = as_points(X, d=self.d)
-        return ((X >= self.low) & (X <= self.high)).all(1)
+        low, high = self.low.to(X.device), self.high.to(X.device)
+        return ((X >= low) & (X <= high)).all(1)
 
     def log_density(self) -> float:
         """``log u(x) = -sum_i log(high_i - low_i)`` for every x in U."""

@@ -10,8 +10,9 @@ Several independent nets (seeds, or one unary net per class) are trained at once
 them only batches the matrix products, which makes a few thousand steps of tiny nets affordable
 on a CPU. ``ensemble.member(s)`` returns member s as a plain :func:`mlp`.
 
-Training is mini-batch cross-entropy with Adam for a fixed number of steps (the paper uses SGD for
-100-200 epochs; Adam reaches the same regime in a few thousand steps on these tiny nets).
+Training is mini-batch cross-entropy for a fixed number of steps, with Adam by default or with the
+official plain SGD (``optimizer="sgd"``), and an L2 weight decay (the official full MNIST nets use
+1e-3 with SGD; in both optimisers torch adds ``weight_decay * theta`` to the gradient).
 """
 
 from __future__ import annotations
@@ -87,13 +88,14 @@ class MLPEnsemble(nn.Module):
 
 
 def train_ensemble(model: MLPEnsemble, data: Sequence[tuple[torch.Tensor, torch.Tensor]], *, steps: int,
-                   batch_size: int = 128, lr: float = 1e-3, seed: int = 0,
-                   callback: Callable[[int, MLPEnsemble], None] | None = None, every: int = 100) -> list[float]:
+                   batch_size: int = 128, lr: float = 1e-3, weight_decay: float = 0.0, optimizer: str = "adam",
+                   seed: int = 0, callback: Callable[[int, MLPEnsemble], None] | None = None,
+                   every: int = 100) -> list[float]:
     """Minimise each member's mean cross-entropy on its own ``data[s] = (X_s, y_s)`` with Adam.
 
     At every step each member gets a mini-batch of ``batch_size`` points drawn uniformly (with
-    replacement) from its data. The members' losses are summed, so their gradients and Adam
-    updates stay independent. ``callback(step, model)`` runs at step 0 and every ``every`` steps
+    replacement) from its data. The members' losses are summed, so their gradients and their
+    Adam (or SGD) updates stay independent; ``weight_decay`` is the L2 coefficient of either. ``callback(step, model)`` runs at step 0 and every ``every`` steps
     (no gradients). Returns the mean loss per member, averaged over each block of ``every`` steps.
     """
     if not isinstance(model, MLPEnsemble):
@@ -102,6 +104,11 @@ def train_ensemble(model: MLPEnsemble, data: Sequence[tuple[torch.Tensor, torch.
         raise ValueError(f"data: expected one (X, y) pair per member ({model.n_members}), got {len(data)}")
     steps, every = as_int(steps, "steps", low=1), as_int(every, "every", low=1)
     batch_size, lr = as_int(batch_size, "batch_size", low=1), as_positive(lr, "lr")
+    if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)) \
+            or not 0 <= weight_decay < float("inf"):
+        raise ValueError(f"weight_decay: expected a finite number >= 0, got {weight_decay!r}")
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"optimizer: expected 'adam' or 'sgd', got {optimizer!r}")
     Xs = [as_points(X, "data", d=model.d_in) for X, _ in data]
     ys = [as_labels(y, X.shape[0], model.n_out, "data") for X, (_, y) in zip(Xs, data)]
     sizes = torch.tensor([X.shape[0] for X in Xs], device=Xs[0].device)
@@ -110,7 +117,8 @@ def train_ensemble(model: MLPEnsemble, data: Sequence[tuple[torch.Tensor, torch.
     y_pad = torch.stack([torch.cat([y, y.new_zeros(n_max - y.shape[0])]) for y in ys])
     rows = torch.arange(model.n_members, device=X_pad.device)[:, None]
     gen = torch.Generator().manual_seed(as_int(seed, "seed", low=0))
-    opt = torch.optim.Adam(model.parameters(), lr=lr, foreach=True)
+    make = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
+    opt = make(model.parameters(), lr=lr, weight_decay=float(weight_decay), foreach=True)
     losses, total = [], torch.zeros((), device=X_pad.device)
 
     def report(step):
@@ -156,6 +164,7 @@ def train_metta_nets(X: torch.Tensor, y: torch.Tensor, n_classes: int, sampler: 
     n_classes = as_int(n_classes, "n_classes", low=1)
     y = as_labels(y, X.shape[0], n_classes)
     _check_sampler(sampler, X.shape[1])
+    _check_inside(X, sampler, "X")
     n_metta = as_int(n_metta, "n_metta", low=1)
     model = MLPEnsemble(X.shape[1], hidden, n_classes + 1, seeds).to(X.device)
     data = [_metta_data(X, y, n_classes, sampler, n_metta, s) for s in seeds]
@@ -174,19 +183,31 @@ def train_standard_nets(X: torch.Tensor, y: torch.Tensor, n_classes: int, *, see
     return model
 
 
-def train_unary_nets(classes: Sequence[torch.Tensor], sampler: MettaSampler, *, n_metta: int, seed: int = 0,
-                     hidden: Sequence[int] = (64, 32), steps: int = 500, **kw) -> MLPEnsemble:
+def train_unary_nets(classes: Sequence[torch.Tensor], sampler: MettaSampler | Sequence[MettaSampler], *,
+                     n_metta: int, seed: int = 0, hidden: Sequence[int] = (64, 32), steps: int = 500,
+                     **kw) -> MLPEnsemble:
     """One 2-way net per entry of ``classes`` (the points of one class each): class (label 0)
-    against its own ``n_metta`` Metta samples (label 1). No net sees another real class (K = 1)."""
+    against its own ``n_metta`` Metta samples (label 1). No net sees another real class (K = 1).
+
+    ``sampler`` is one universe for every class, or one per class (nets of different data sets of
+    the same dimension, trained together)."""
     if not classes:
         raise ValueError("classes: expected at least one tensor of class points")
     Xs = [as_points(X, "classes") for X in classes]
-    _check_sampler(sampler, Xs[0].shape[1])
+    if len({X.shape[1] for X in Xs}) != 1:
+        raise ValueError(f"classes: expected the same number of features in every class, got "
+                         f"{sorted({X.shape[1] for X in Xs})}")
+    samplers = list(sampler) if isinstance(sampler, (list, tuple)) else [sampler] * len(Xs)
+    if len(samplers) != len(Xs):
+        raise ValueError(f"sampler: expected one sampler or one per class ({len(Xs)}), got {len(samplers)}")
+    for X, smp in zip(Xs, samplers):
+        _check_sampler(smp, Xs[0].shape[1])
+        _check_inside(X, smp, "classes")
     n_metta, seed = as_int(n_metta, "n_metta", low=1), as_int(seed, "seed", low=0)
     seeds = [seed + 1000 * i for i in range(len(Xs))]
     model = MLPEnsemble(Xs[0].shape[1], hidden, 2, seeds).to(Xs[0].device)
-    data = [_metta_data(X, torch.zeros(X.shape[0], dtype=torch.long, device=X.device), 1, sampler, n_metta, s)
-            for X, s in zip(Xs, seeds)]
+    data = [_metta_data(X, torch.zeros(X.shape[0], dtype=torch.long, device=X.device), 1, smp, n_metta, s)
+            for X, smp, s in zip(Xs, samplers, seeds)]
     train_ensemble(model, data, steps=steps, seed=seed, **kw)
     return model
 
@@ -207,3 +228,14 @@ def _check_sampler(sampler, d: int) -> None:
         raise ValueError(f"sampler: expected a MettaSampler, got {type(sampler).__name__}")
     if sampler.d != d:
         raise ValueError(f"sampler: draws {sampler.d}-dimensional points but X has {d} features")
+
+
+def _check_inside(X: torch.Tensor, sampler: MettaSampler, name: str) -> None:
+    """The real data must lie in U: a Metta class drawn from [0, 1]^d beside digits in [0, 16]^d
+    (pixels not divided by 16) labels most of the data's own region as empty space."""
+    outside = ~sampler.contains(X)
+    if bool(outside.any()):
+        lo, hi = float(X.min()), float(X.max())
+        raise ValueError(f"{name}: {int(outside.sum())} of {X.shape[0]} points lie outside the sampler's box "
+                         f"[{float(sampler.low.min()):g}, {float(sampler.high.max()):g}] (data range {lo:g}..{hi:g}); "
+                         "scale the data into U (digits: x / 16) or build the box with MettaSampler.from_data")
