@@ -24,7 +24,6 @@ NOT_MIGRATED = {  # one slug per line: a chapter that adopts contract v3 deletes
     "icl-task-latents",
     "sparse-videogen",
     "core",
-    "pieclam",
     "species-range",
     "toping",
     "dsda",

@@ -412,3 +412,129 @@ def test_bad_codes_and_settings_are_refused():
         pc.ClamConfig(lr_feat_n=-1.0)
     with pytest.raises(ValueError, match="^name"):
         pc.named_sbm("ring")
+
+
+# --- second pass: the official flow, the known-prior schedule, intervals over splits -------------------
+
+
+def test_flow_defaults_are_the_official_couplings():
+    # the official RealNVP (transformation.py) builds normflows MLPs with ReLU and unbounded exp
+    # log-scales, guarded by a radius-10 stop along the inverse pass; the book's first flow used
+    # LeakyReLU and 2 tanh(s/2)
+    prior = pc.RealNVPPrior(4, n_blocks=2, hidden=8)
+    acts = [m for m in prior.blocks[0].net if not isinstance(m, torch.nn.Linear)]
+    assert acts and all(type(m) is torch.nn.ReLU for m in acts)
+    assert prior.blocks[0].log_scale_max is None and prior.limit_radius == 10.0
+    cfg = pc.ClamConfig()
+    assert (cfg.flow_activation, cfg.flow_scale_bound, cfg.flow_limit_radius) == ("relu", None, 10.0)
+    # the scales are unbounded: a large raw log-scale passes through unchanged
+    block = prior.blocks[0]
+    with torch.no_grad():
+        block.net[-1].bias.fill_(5.0)
+    with torch.no_grad():
+        s, _ = block._shift_scale(torch.zeros(1, 4, dtype=torch.float64))
+    assert float(s.max()) == pytest.approx(5.0)
+    old = pc.RealNVPPrior(4, n_blocks=2, hidden=8, activation="leaky_relu", scale_bound=2.0)
+    with torch.no_grad():
+        old.blocks[0].net[-1].bias.fill_(5.0)
+        s_old, _ = old.blocks[0]._shift_scale(torch.zeros(1, 4, dtype=torch.float64))
+    assert float(s_old.max()) == pytest.approx(2 * np.tanh(2.5))
+
+
+def test_flow_radius_guard_stops_far_points():
+    torch.manual_seed(0)
+    prior = pc.RealNVPPrior(2, n_blocks=4, hidden=8)
+    with torch.no_grad():
+        for p in prior.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    far = torch.tensor([[50.0, -40.0]], dtype=torch.float64)  # outside radius 10: never moved
+    u = (far - prior.base_mean) * torch.exp(-prior.base_log_std)
+    base = -0.5 * (u**2).sum(-1) - prior.base_log_std.sum() - np.log(2 * np.pi)
+    with torch.no_grad():
+        torch.testing.assert_close(prior.log_prob(far), base)
+    free = pc.RealNVPPrior(2, n_blocks=4, hidden=8, limit_radius=None)
+    free.load_state_dict(prior.state_dict())
+    with torch.no_grad():
+        assert not torch.allclose(free.log_prob(far), base)
+
+
+def test_known_prior_schedule_keeps_its_noise():
+    # the official settings of the known-prior experiment never step their scheduler within 5
+    # rounds (step size 100), so the noise stays at 0.25; halve_each_round=False does the same
+    x = pc.RingMixture().sample(40, seed=0)
+    kept = pc.fit_flow(x, pc.ClamConfig(dim=2, use_prior=True, prior_steps=2, rounds=3, noise=0.25,
+                                        n_blocks=2, hidden=8, halve_each_round=False))
+    halved = pc.fit_flow(x, pc.ClamConfig(dim=2, use_prior=True, prior_steps=2, rounds=3, noise=0.25,
+                                          n_blocks=2, hidden=8))
+    assert kept.noise_std == 0.25 and halved.noise_std == pytest.approx(0.25 / 8)
+
+
+def test_mean_interval_is_the_student_t_interval():
+    from scipy import stats
+
+    x = np.array([0.2, 0.25, 0.1, 0.3, 0.22])
+    m, lo, hi = pc.mean_interval(x)
+    ref = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+    assert m == pytest.approx(x.mean()) and (lo, hi) == pytest.approx(ref)
+    m90, lo90, hi90 = pc.mean_interval(x, level=0.9)
+    assert lo < lo90 < m90 < hi90 < hi
+
+
+@pytest.mark.parametrize("values, level, match", [
+    ([0.1], 0.95, "values"), ([], 0.95, "values"), ([0.1, np.nan], 0.95, "values"),
+    ([0.1, np.inf], 0.95, "values"), ([[0.1, 0.2]], 0.95, "values"), ([0.1, 0.2], 1.5, "level"),
+    ([0.1, 0.2], 0.0, "level"),
+])
+def test_mean_interval_rejects_bad_input(values, level, match):
+    with pytest.raises(ValueError, match=match):
+        pc.mean_interval(values, level=level)
+
+
+def test_fitted_gaussian_matches_the_sample_moments():
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(400, 2, generator=g, dtype=torch.float64) @ torch.tensor([[1.0, 0.5], [0.0, 0.3]],
+                                                                                 dtype=torch.float64) + 2
+    gauss = pc.FittedGaussian(data)
+    ref = torch.distributions.MultivariateNormal(data.mean(0), torch.cov(data.T))
+    x = torch.randn(5, 2, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(gauss.log_prob(x), ref.log_prob(x))
+    draws = gauss.sample(20000, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(draws.mean(0), data.mean(0), atol=0.03, rtol=0)
+
+
+@pytest.mark.parametrize("data, match", [
+    (torch.zeros(1, 2), "data"), (torch.zeros(5), "data"),
+    (torch.tensor([[0.0, 1.0], [np.nan, 2.0], [1.0, 1.0]]), "data"),
+    (torch.tensor([[0.0, 1.0], [np.inf, 2.0], [1.0, 1.0]]), "data"),
+])
+def test_fitted_gaussian_rejects_bad_input(data, match):
+    with pytest.raises(ValueError, match=match):
+        pc.FittedGaussian(data)
+
+
+def test_fitted_gaussian_rejects_bad_queries():
+    gauss = pc.FittedGaussian(torch.randn(10, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="x"):
+        gauss.log_prob(torch.zeros(3, 3))
+    for n in (0, 2.5, True):
+        with pytest.raises(ValueError, match="n"):
+            gauss.sample(n)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(activation="tanh"), "activation"), (dict(scale_bound=0.0), "scale_bound"),
+    (dict(scale_bound=float("nan")), "scale_bound"), (dict(limit_radius=-1.0), "limit_radius"),
+    (dict(limit_radius=True), "limit_radius"),
+])
+def test_flow_rejects_bad_coupling_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        pc.RealNVPPrior(2, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(flow_activation="elu"), "flow_activation"), (dict(flow_scale_bound=0), "flow_scale_bound"),
+    (dict(flow_limit_radius=float("inf")), "flow_limit_radius"), (dict(halve_each_round=1), "halve_each_round"),
+])
+def test_config_rejects_bad_flow_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        pc.ClamConfig(**kwargs)

@@ -10,7 +10,8 @@ with ``eta = lr_feat_n / N`` because the gradient holds ``-sum_m f_m``, which gr
 With a prior: ``warmup_steps`` prior-free code steps, then ``rounds`` rounds of
 ``prior_steps`` Adam steps on the flow (codes frozen, noise added) followed by ``feat_steps``
 code steps (prior frozen), halving the code step, the noise and the prior's learning rate after
-each round; a last ``prior_steps`` on the flow fit it to the final codes.
+each round (unless ``halve_each_round=False``: the official settings of the known-prior experiment
+step their scheduler every 100 rounds, so never within 5); a last ``prior_steps`` on the flow fit it to the final codes.
 
 Several disjoint graphs can be fitted at once, without a prior, by giving ``batch`` (the graph
 of each node): each graph gets its own all-pairs term and its own step ``lr_feat_n / N_g``, so
@@ -49,6 +50,10 @@ class ClamConfig:
     s_reg: float = 0.0  # lambda_s: an L2 pull on the exclusive entries
     n_blocks: int = 8
     hidden: int = 32
+    flow_activation: str = "relu"  # the official normflows MLP; "leaky_relu": the book's earlier flow
+    flow_scale_bound: float | None = None  # official: unbounded log-scales; 2.0: tanh-bounded
+    flow_limit_radius: float | None = 10.0  # official: far points stop moving in the inverse pass
+    halve_each_round: bool = True  # halve code step, noise and prior lr after each round (StepLR)
     seed: int = 0
     log_every: int = 50
 
@@ -69,9 +74,23 @@ class ClamConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
                 raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+        if not isinstance(self.halve_each_round, bool):
+            raise ValueError(f"halve_each_round: expected a bool, got {self.halve_each_round!r}")
+        if self.flow_activation not in ("leaky_relu", "relu"):
+            raise ValueError(f"flow_activation: expected 'leaky_relu' or 'relu', got {self.flow_activation!r}")
+        for name in ("flow_scale_bound", "flow_limit_radius"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < np.inf):
+                raise ValueError(f"{name}: expected None or a finite number > 0, got {v!r}")
         if self.lorentz and self.dim % 2:
             raise ValueError(f"dim: IeClam/PieClam codes are C inclusive + C exclusive entries; dim must be even, "
                              f"got {self.dim}")
+
+    def flow_kwargs(self) -> dict:
+        """The settings of the RealNVP prior this configuration builds."""
+        return dict(n_blocks=self.n_blocks, hidden=self.hidden, noise_std=self.noise,
+                    activation=self.flow_activation, scale_bound=self.flow_scale_bound,
+                    limit_radius=self.flow_limit_radius)
 
     @property
     def name(self) -> str:
@@ -194,8 +213,7 @@ def fit_clam(edge_index, num_nodes: int, cfg: ClamConfig = ClamConfig(), attrs=N
             return result
         F = code_steps(F, cfg.warmup_steps, None)
     n_attrs = 0 if attrs is None else attrs.shape[1]
-    prior = RealNVPPrior(cfg.dim + n_attrs, n_blocks=cfg.n_blocks, hidden=cfg.hidden, noise_std=cfg.noise,
-                         first=clam_split(cfg.dim, cfg.lorentz, n_attrs))
+    prior = RealNVPPrior(cfg.dim + n_attrs, first=clam_split(cfg.dim, cfg.lorentz, n_attrs), **cfg.flow_kwargs())
     opt = torch.optim.Adam(prior.parameters(), lr=cfg.lr_prior, weight_decay=cfg.weight_decay, foreach=True)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     result.history["prior_nll"] = []
@@ -205,8 +223,9 @@ def fit_clam(edge_index, num_nodes: int, cfg: ClamConfig = ClamConfig(), attrs=N
         prior.requires_grad_(False)  # F-step: prior frozen
         F = code_steps(F, cfg.feat_steps, prior)
         prior.requires_grad_(True)
-        eta, prior.noise_std = max(eta / 2, 1e-8), max(prior.noise_std / 2, 1e-4)
-        sched.step()
+        if cfg.halve_each_round:
+            eta, prior.noise_std = max(eta / 2, 1e-8), max(prior.noise_std / 2, 1e-4)
+            sched.step()
     x = F if attrs is None else torch.cat([F, attrs], dim=1)
     result.history["prior_nll"].append(_fit_prior(prior, opt, x, cfg.prior_steps, gen))  # the prior of the final codes
     log(F)
@@ -223,12 +242,13 @@ def fit_flow(x: torch.Tensor, cfg: ClamConfig, first: torch.Tensor | None = None
         raise ValueError(f"x: expected finite points of shape (N, d), N >= 2, got {tuple(x.shape)}")
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
-    prior = RealNVPPrior(x.shape[1], n_blocks=cfg.n_blocks, hidden=cfg.hidden, noise_std=cfg.noise, first=first)
+    prior = RealNVPPrior(x.shape[1], first=first, **cfg.flow_kwargs())
     opt = torch.optim.Adam(prior.parameters(), lr=cfg.lr_prior, weight_decay=cfg.weight_decay, foreach=True)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     for _ in range(cfg.rounds):
         _fit_prior(prior, opt, x, cfg.prior_steps, gen)
-        prior.noise_std = max(prior.noise_std / 2, 1e-4)
-        sched.step()
+        if cfg.halve_each_round:
+            prior.noise_std = max(prior.noise_std / 2, 1e-4)
+            sched.step()
     _fit_prior(prior, opt, x, cfg.prior_steps, gen)
     return prior

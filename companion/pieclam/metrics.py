@@ -18,7 +18,7 @@ from .core import _star, check_codes, lorentz_diag, project_cone
 from .data import _edges_from_upper, to_dense
 from .prior import GaussianKDE
 
-__all__ = ["roc_auc", "roc_curve", "anomaly_scores", "prob_matrix", "prob_error", "spectral_ratio",
+__all__ = ["mean_interval", "roc_auc", "roc_curve", "anomaly_scores", "prob_matrix", "prob_error", "spectral_ratio",
            "edge_density", "sample_edges", "sample_graph", "side_contrast", "bridge_mass", "lorentz_boost",
            "rapidity", "LorentzMap"]
 
@@ -205,3 +205,20 @@ class LorentzMap:
             a.append(centre)
             flip.append(f)
         return cls(tuple(a), tuple(flip))
+
+
+def mean_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of ``values`` (one number per split, at least 2) and its
+    two-sided Student-t interval at ``level``. Paired comparisons pass the per-split differences."""
+    from scipy import stats
+
+    from companion.validation import as_1d_float_array, as_probability
+
+    x = as_1d_float_array(values, "values")
+    if x.size < 2:
+        raise ValueError(f"values: an interval needs at least 2 values (one per split), got {x.size}")
+    level = as_probability(level, "level")
+    mean, se = float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size))
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * se
+    return mean, mean - half, mean + half
+

@@ -8,9 +8,11 @@ permutation after every block does. The split matters: a coordinate is only ever
 function of the *other* group. By default ``A`` is the first half of the coordinates, which
 for Clam codes ``[t_1..t_C | s_1..s_C]`` is every inclusive entry, so each exclusive entry
 ``s_c`` is moved as a function of the inclusive ones and vice versa (:func:`clam_split` keeps
-that property when node attributes are appended). The log-scales are bounded with ``tanh`` so
-that a step of the optimiser cannot blow the flow up. ``log p(x) = log N(z) - sum of the
-log-scales`` along the inverse pass.
+that property when node attributes are appended). As in the official code, the coupling networks
+use ReLU and the log-scales are unbounded; points that leave a radius of 10 along the inverse pass
+stop moving (an earlier version of this book bounded the log-scales with ``tanh`` instead, an
+option kept for the ablation). ``log p(x) = log N(z) - sum of the log-scales`` along the inverse
+pass.
 
 A RealNVP is a smooth bijection of R^d, and it pushes forward a Gaussian, whose density is
 positive everywhere: so is the prior's. Between two clusters of codes it always leaves some mass
@@ -29,7 +31,7 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["RealNVPPrior", "GaussianKDE", "clam_split"]
+__all__ = ["RealNVPPrior", "GaussianKDE", "FittedGaussian", "clam_split"]
 
 
 def _check_int(name, v, low):
@@ -52,27 +54,37 @@ def clam_split(dim: int, lorentz: bool, n_attrs: int = 0) -> torch.Tensor:
     return torch.cat([codes, torch.arange(n_attrs) < (n_attrs + 1) // 2])
 
 
-class _Coupling(nn.Module):
-    """One affine coupling block: keeps the coordinates where ``mask`` is 1, moves the others."""
+_ACTIVATIONS = {"leaky_relu": lambda: nn.LeakyReLU(0.1), "relu": nn.ReLU}
 
-    def __init__(self, dim: int, mask: torch.Tensor, hidden: int, n_hidden_layers: int):
+
+class _Coupling(nn.Module):
+    """One affine coupling block: keeps the coordinates where ``mask`` is 1, moves the others.
+
+    ``scale_bound``: the log-scales are left unbounded (``None``, as the official code's
+    ``normflows`` coupling does), or pass through ``b * tanh(s / b)`` (an earlier version of this
+    book used b = 2).
+    """
+
+    def __init__(self, dim: int, mask: torch.Tensor, hidden: int, n_hidden_layers: int,
+                 activation: str = "relu", scale_bound: float | None = None):
         super().__init__()
         self.register_buffer("mask", mask)
         layers, width = [], dim
         for _ in range(n_hidden_layers):
-            layers += [nn.Linear(width, hidden), nn.LeakyReLU(0.1)]
+            layers += [nn.Linear(width, hidden), _ACTIVATIONS[activation]()]
             width = hidden
         last = nn.Linear(width, 2 * dim)
         nn.init.zeros_(last.weight)  # every block starts as the identity
         nn.init.zeros_(last.bias)
         self.net = nn.Sequential(*layers, last)
-        self.log_scale_max = 2.0
+        self.log_scale_max = scale_bound
 
     def _shift_scale(self, kept: torch.Tensor):
         s, t = self.net(kept).chunk(2, dim=-1)
         moved = 1 - self.mask
-        s = self.log_scale_max * torch.tanh(s / self.log_scale_max) * moved
-        return s, t * moved
+        if self.log_scale_max is not None:
+            s = self.log_scale_max * torch.tanh(s / self.log_scale_max)
+        return s * moved, t * moved
 
     def forward(self, z):  # base -> data
         s, t = self._shift_scale(z * self.mask)
@@ -89,10 +101,18 @@ class RealNVPPrior(nn.Module):
     ``first`` (boolean, length ``dim``): the coordinates ``A`` the even blocks condition on (odd
     blocks: the rest); default the first ``ceil(dim/2)``. ``noise_std``: during training, the
     fitting loop adds Gaussian noise of this standard deviation to the codes (the regulariser).
+    The defaults are the official code's: ``activation="relu"`` (its ``normflows`` MLP), unbounded
+    log-scales (``scale_bound=None``) and ``limit_radius=10``: along the inverse pass, a point
+    stops moving (and its log-determinant stops counting) once a coordinate leaves that radius,
+    the official guard against a blow-up of unbounded scales. ``activation="leaky_relu"`` (slope
+    0.1), ``scale_bound=2.0`` and ``limit_radius=None`` give the flow of an earlier version of
+    this book (tanh-bounded log-scales), kept for the ablation.
     """
 
     def __init__(self, dim: int, n_blocks: int = 8, hidden: int = 32, n_hidden_layers: int = 2,
-                 noise_std: float = 0.05, first: torch.Tensor | None = None):
+                 noise_std: float = 0.05, first: torch.Tensor | None = None,
+                 activation: str = "relu", scale_bound: float | None = None,
+                 limit_radius: float | None = 10.0):
         super().__init__()
         for name, v, low in (("dim", dim, 1), ("n_blocks", n_blocks, 1), ("hidden", hidden, 1),
                              ("n_hidden_layers", n_hidden_layers, 0)):
@@ -104,9 +124,18 @@ class RealNVPPrior(nn.Module):
             raise ValueError(f"first: expected a boolean mask of length {dim}, got {first.dtype} {tuple(first.shape)}")
         if dim > 1 and (bool(first.all()) or not bool(first.any())):
             raise ValueError("first: the mask must split the coordinates into two non-empty groups")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation: expected one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        for name, v in (("scale_bound", scale_bound), ("limit_radius", limit_radius)):
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                      and 0 < v < math.inf):
+                raise ValueError(f"{name}: expected None or a finite number > 0, got {v!r}")
         self.dim, self.noise_std = dim, float(noise_std)
+        self.limit_radius = None if limit_radius is None else float(limit_radius)
         masks = (first.double(), (~first).double())
-        self.blocks = nn.ModuleList(_Coupling(dim, masks[b % 2], hidden, n_hidden_layers) for b in range(n_blocks))
+        self.blocks = nn.ModuleList(
+            _Coupling(dim, masks[b % 2], hidden, n_hidden_layers, activation,
+                      None if scale_bound is None else float(scale_bound)) for b in range(n_blocks))
         self.base_mean = nn.Parameter(torch.zeros(dim, dtype=torch.float64))
         self.base_log_std = nn.Parameter(torch.zeros(dim, dtype=torch.float64))
         self.double()
@@ -116,9 +145,13 @@ class RealNVPPrior(nn.Module):
         if x.ndim != 2 or x.shape[1] != self.dim:
             raise ValueError(f"x: expected shape (N, {self.dim}), got {tuple(x.shape)}")
         z, log_det = x, torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+        moving = torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
         for block in reversed(self.blocks):
-            z, ld = block.inverse(z)
-            log_det = log_det + ld
+            z_out, ld = block.inverse(z)
+            if self.limit_radius is not None:  # the official guard: far points stop moving
+                moving = moving & (z.abs() < self.limit_radius).all(dim=1)
+                z_out, ld = torch.where(moving[:, None], z_out, z), torch.where(moving, ld, 0.0)
+            z, log_det = z_out, log_det + ld
         u = (z - self.base_mean) * torch.exp(-self.base_log_std)
         base = -0.5 * (u**2).sum(-1) - self.base_log_std.sum() - 0.5 * self.dim * math.log(2 * math.pi)
         return base + log_det
@@ -188,3 +221,32 @@ class GaussianKDE:
         pick = torch.randint(self.data.shape[0], (n,), generator=generator)
         noise = torch.randn(n, self.dim, dtype=self.data.dtype, generator=generator)
         return self.data[pick] + noise @ self.chol.T
+
+
+class FittedGaussian:
+    """One Gaussian with the sample mean and covariance of the rows of ``data`` (N x d, N >= 2):
+    ``log_prob(x)`` and ``sample(n, generator)``. The density without any of a flow's structure,
+    the null of the sampling and prior-recovery claims."""
+
+    def __init__(self, data: torch.Tensor):
+        data = torch.as_tensor(data).detach().double()
+        if data.ndim != 2 or data.shape[0] < 2:
+            raise ValueError(f"data: expected shape (N, d) with N >= 2, got {tuple(data.shape)}")
+        if not bool(torch.isfinite(data).all()):
+            raise ValueError("data: must be finite (nan or inf found)")
+        d = data.shape[1]
+        cov = torch.atleast_2d(torch.cov(data.T)) + 1e-12 * torch.eye(d, dtype=data.dtype)
+        self.dim, self.mean, self.chol = d, data.mean(0), torch.linalg.cholesky(cov)
+        self._dist = torch.distributions.MultivariateNormal(self.mean, scale_tril=self.chol)
+
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.as_tensor(x, dtype=torch.float64)
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"x: expected shape (M, {self.dim}), got {tuple(x.shape)}")
+        return self._dist.log_prob(x)
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        _check_int("n", n, 1)
+        z = torch.randn(n, self.dim, dtype=torch.float64, generator=generator)
+        return self.mean + z @ self.chol.T
+
