@@ -25,7 +25,6 @@ NOT_MIGRATED = {  # one slug per line: a chapter that adopts contract v3 deletes
     "sparse-videogen",
     "core",
     "species-range",
-    "toping",
     "dsda",
     "gmail",
     "lada",

@@ -210,7 +210,7 @@ def test_gap_of_the_oracle_house_by_hand():
     # n-4-(n-ex) essential points of T_X goes to the diagonal (0.25) and low points of T_eps (0.025)
     # cheaper than a match (0.45); H1: two house cycles (0.05, 0.5) to the diagonal at 0.225
     want = (ex - 4) * 0.275 + 2 * 0.225
-    assert tp.topo_gap(g, f) == pytest.approx(want, abs=1e-9)
+    assert tp.topo_gap(g, f, filtration="edge") == pytest.approx(want, abs=1e-9)
 
 
 def test_rational_hat_empty_and_shapes():
@@ -324,9 +324,9 @@ def test_generator_bad_input(kw, match):
 def test_perturbed_scores():
     g = tp.make_ba_house_grid(2, mode="housegrid", seed=0)[0]
     rng = np.random.default_rng(0)
-    assert ((tp.perturbed_scores(g, "add", 0, rng) > 0.5) == g.edge_gt.numpy()).all()
-    assert (tp.perturbed_scores(g, "add", 2, rng) > 0.5).sum() == int(g.edge_gt.sum()) + 2
-    assert (tp.perturbed_scores(g, "drop", 2, rng) > 0.5).sum() == int(g.edge_gt.sum()) - 2
+    assert ((tp.perturbed_scores(g, "add", 0, rng, on="edge") > 0.5) == g.edge_gt.numpy()).all()
+    assert (tp.perturbed_scores(g, "add", 2, rng, on="edge") > 0.5).sum() == int(g.edge_gt.sum()) + 2
+    assert (tp.perturbed_scores(g, "drop", 2, rng, on="edge") > 0.5).sum() == int(g.edge_gt.sum()) - 2
     with pytest.raises(ValueError, match="how"):
         tp.perturbed_scores(g, "swap", 1, rng)
     with pytest.raises(ValueError, match="k: at most"):
@@ -399,3 +399,268 @@ def test_self_check_passes_and_total_persistence_by_hand():
 def test_models_bad_input(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+# --- second pass: the paper's node filtration, exact W1 at any cut, refusals -------------------
+
+import itertools  # noqa: E402
+
+
+@pytest.mark.parametrize("edges", [[[0, 1], [0, 1]], [[0, 1], [1, 0]], [[0, 1], [1, 2], [2, 1]]])
+def test_duplicate_and_reversed_edges_are_refused(edges):
+    e = torch.tensor(edges)
+    with pytest.raises(ValueError, match="edges: each undirected edge must appear once"):
+        tp.cut_persistence(3, e, torch.full((len(e),), 0.3))
+    with pytest.raises(ValueError, match="edges: each undirected edge must appear once"):
+        tp.node_cut_persistence(3, e, torch.full((3,), 0.3))
+
+
+def test_node_cut_by_hand():
+    # triangle 0-1-2 with node scores 0.9, 0.8, 0.7 and a pendant 3 (0.2) on node 2
+    edges = torch.tensor([[0, 1], [1, 2], [0, 2], [2, 3]])
+    f = torch.tensor([0.9, 0.8, 0.7, 0.2], dtype=torch.float64)
+    dx, de = tp.node_cut_persistence(4, edges, f)
+    # T_X: vertices at 0.1, 0.2, 0.3; the merges are born and die together (dropped); one
+    # essential class born at 0.1 and the cycle closed by the last edge at 0.3
+    assert _sorted(dx.h0) == [(0.1, 0.5)] and _sorted(dx.h1) == [(0.3, 0.5)]
+    # T_eps holds node 3 alone (the edge 2-3 crosses the cut): one essential class born at 0.2
+    assert _sorted(de.h0) == [(0.2, 0.5)] and len(de.h1) == 0
+
+
+def test_node_cut_elder_rule_by_hand():
+    # path 0 - 1 - 2 with scores 0.9, 0.6, 0.8: vertices of T_X at 0.1, 0.4, 0.2; edges at
+    # max(ends) = 0.4, 0.4. Node 2 (born 0.2) is merged into node 0's class (born 0.1) at 0.4.
+    edges = torch.tensor([[0, 1], [1, 2]])
+    f = torch.tensor([0.9, 0.6, 0.8], dtype=torch.float64)
+    dx, de = tp.node_cut_persistence(3, edges, f)
+    assert _sorted(dx.h0) == [(0.1, 0.5), (0.2, 0.4)]
+    assert len(de.h0) == 0 and len(de.h1) == 0  # no node at or below the cut
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_node_cut_betti_numbers_brute_force(seed):
+    edges, g = _random_graph(seed)
+    f = torch.rand(12, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    for d, side in zip(tp.node_cut_persistence(12, edges, f, 0.4), (f > 0.4, f <= 0.4)):
+        keep = np.flatnonzero(side.numpy()).tolist()
+        sub = g.subgraph(keep)
+        c = nx.number_connected_components(sub) if keep else 0
+        assert int((d.h0_edge == -1).sum()) == c
+        assert len(d.h1) == sub.number_of_edges() - len(keep) + c
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_node_filtration_equals_gudhi_lower_star(seed):
+    gudhi = pytest.importorskip("gudhi")
+    edges, g = _random_graph(seed, n=12, p=0.35)
+    f = torch.rand(12, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    dx, _ = tp.node_cut_persistence(12, edges, f, 0.3)
+    st = gudhi.SimplexTree()
+    keep = f > 0.3
+    for v in range(12):
+        if keep[v]:
+            st.insert([v], filtration=float(1 - f[v]))
+    for u, v in edges.tolist():
+        if keep[u] and keep[v]:
+            st.insert([u, v], filtration=float(1 - min(f[u], f[v])))
+    st.compute_persistence(persistence_dim_max=True)
+    ours = sorted(tuple(round(x, 9) for x in p) for p in dx.h0[dx.h0_edge >= 0].tolist())
+    theirs = sorted((round(b, 9), round(d, 9)) for b, d in st.persistence_intervals_in_dimension(0)
+                    if np.isfinite(d) and d > b)
+    assert ours == theirs
+    ess = sorted(round(b, 9) for b, d in st.persistence_intervals_in_dimension(0) if np.isinf(d))
+    assert sorted(round(b, 9) for b in dx.h0[dx.h0_edge == -1, 0].tolist()) == ess
+
+
+def test_node_filtration_gradients_match_finite_differences():
+    edges, _ = _random_graph(4, n=12, p=0.35)
+    f = torch.rand(12, generator=torch.Generator().manual_seed(4), dtype=torch.float64).requires_grad_(True)
+    total = lambda v: tp.total_persistence(12, edges, v, filtration="node")
+    (grad,) = torch.autograd.grad(total(f), f)
+    h = 1e-6
+    fd = torch.stack([(total(f.detach() + h * e) - total(f.detach() - h * e)) / (2 * h)
+                      for e in torch.eye(12, dtype=torch.float64)])
+    assert torch.allclose(grad, fd, atol=1e-4) and grad.abs().sum() > 0
+
+
+def _w1_enumerate(P, Q):
+    """W1 with the L_inf metric by enumerating every partial matching (tiny diagrams only)."""
+    P, Q = np.asarray(P, float).reshape(-1, 2), np.asarray(Q, float).reshape(-1, 2)
+    dp, dq = (P[:, 1] - P[:, 0]) / 2, (Q[:, 1] - Q[:, 0]) / 2
+    best = dp.sum() + dq.sum()
+    for k in range(1, min(len(P), len(Q)) + 1):
+        for ps in itertools.combinations(range(len(P)), k):
+            for qs in itertools.permutations(range(len(Q)), k):
+                cost = sum(np.abs(P[i] - Q[j]).max() for i, j in zip(ps, qs))
+                cost += dp.sum() - dp[list(ps)].sum() + dq.sum() - dq[list(qs)].sum()
+                best = min(best, cost)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_diagram_w1_equals_enumeration(seed):
+    rng = np.random.default_rng(seed)
+    n, m = rng.integers(0, 5, 2)
+    P = np.sort(rng.random((n, 2)), 1)
+    Q = np.sort(rng.random((m, 2)), 1)
+    assert tp.diagram_w1(P, Q) == pytest.approx(_w1_enumerate(P, Q), abs=1e-12)
+
+
+@pytest.mark.parametrize("t", [0.3, 0.5, 0.7])
+def test_topo_gap_exact_at_every_cut(t):
+    # the gap of topo_gaps equals the enumerated W1 of the two diagrams, dimension by dimension,
+    # at cuts where the two parts' cycles die at different times (1 - t and t)
+    g = next(x for x in tp.make_ba_house_grid(6, mode="housegrid", base_extra_edges=3, seed=3)
+             if x.motifs == ("house",))
+    rng = np.random.default_rng(0)
+    for filtration, n in (("node", g.num_nodes), ("edge", len(g.edges))):
+        f = rng.random(n)
+        cut = tp.node_cut_persistence if filtration == "node" else tp.cut_persistence
+        dx, de = cut(g.num_nodes, g.edges, torch.tensor(f), t)
+        want = 0.0
+        for dim in (0, 1):
+            P, Q = dx.points(dim)[0].numpy(), de.points(dim)[0].numpy()
+            P, Q = P[P[:, 1] > P[:, 0]], Q[Q[:, 1] > Q[:, 0]]
+            if len(P) + len(Q) <= 9:
+                want += _w1_enumerate(P, Q)
+            else:  # too many to enumerate: the assignment on the augmented matrix
+                want += tp.diagram_w1(P, Q)
+        assert tp.topo_gap(g, f, t, filtration=filtration) == pytest.approx(want, abs=1e-9)
+
+
+def test_topo_gap_at_cut_other_than_half_by_hand():
+    # two disjoint triangles, edge filtration cut at t = 0.3: A (scores .9 .8 .6) in G_X, B
+    # (.1 .2 .25) in G_eps. T_X: H0 deaths .1 .2 and 4 essential at .7; cycle (.4, .7).
+    # T_eps: H0 deaths .1 .2 and 4 essential at .3; cycle (.25, .3).
+    edges = torch.tensor([[0, 1], [1, 2], [0, 2], [3, 4], [4, 5], [3, 5]])
+    g = tp.Graph(x=torch.ones(6, 1), edges=edges, y=1, edge_gt=torch.tensor([True] * 3 + [False] * 3))
+    f = np.array([0.9, 0.8, 0.6, 0.1, 0.2, 0.25])
+    h0 = 4 * 0.4  # the essential classes matched .7 <-> .3 (cheaper than the diagonal, .35 + .15)
+    # the cycles are max(|.4 - .25|, |.7 - .3|) = .4 apart, so both go to the diagonal:
+    # .15 + .025. Matching them by birth alone (.15) was the old error.
+    h1 = 0.15 + 0.025
+    assert tp.topo_gap(g, f, 0.3, filtration="edge") == pytest.approx(h0 + h1, abs=1e-12)
+
+
+def test_line_w1_refuses_nan_and_negative_costs():
+    with pytest.raises(ValueError, match=r"a\[0\]: must be finite"):
+        tp.diagram_w1_line([np.nan, 0.2], [0.1], [0.1, 0.1], [0.1])
+    with pytest.raises(ValueError, match=r"b\[0\]: must be finite"):
+        tp.diagram_w1_line([0.2], [np.inf], [0.1], [0.1])
+    with pytest.raises(ValueError, match=r"diag_a\[0\]: a distance to the diagonal cannot be negative"):
+        tp.diagram_w1_lines([np.array([0.2])], [np.array([0.1])], [np.array([-0.1])], [np.array([0.1])])
+    with pytest.raises(ValueError, match=r"diag_b\[0\]: expected 1 values"):
+        tp.diagram_w1_line([0.2], [0.1], [0.1], [0.1, 0.2])
+    # a point at position 0 with no NaN anywhere is a real point, never padding
+    assert tp.diagram_w1_line([0.0], [0.0], [0.3], [0.3]) == pytest.approx(0.0)
+
+
+def test_diagram_w1_bad_input():
+    with pytest.raises(ValueError, match="P: expected points of shape"):
+        tp.diagram_w1(np.zeros(3), np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="Q: must be finite"):
+        tp.diagram_w1(np.zeros((1, 2)), np.array([[0.0, np.nan]]))
+    with pytest.raises(ValueError, match="P: a point dies before"):
+        tp.diagram_w1(np.array([[0.5, 0.1]]), np.zeros((0, 2)))
+
+
+@pytest.mark.parametrize("bad, match", [
+    (torch.tensor([np.nan, 0.5]), "p: must be finite"),
+    (torch.tensor([0.5, 1.5]), "p: scores must lie in"),
+    (torch.tensor([-0.1, 0.5]), "p: scores must lie in"),
+])
+def test_priors_refuse_bad_scores(bad, match):
+    rho = torch.zeros(2)
+    with pytest.raises(ValueError, match=match):
+        tp.gaussian_mixture_prior(bad, rho)
+    with pytest.raises(ValueError, match=match):
+        tp.bernoulli_info_loss(bad, 0.7)
+
+
+def test_negative_weights_are_refused():
+    with pytest.raises(ValueError, match="gamma"):
+        tp.gaussian_mixture_prior(torch.tensor([0.5]), torch.zeros(2), gamma=-0.1)
+    with pytest.raises(ValueError, match="gamma"):
+        tp.TopInG(tp.EdgeWeightedGIN(1, hidden=4), gamma=-0.1)
+    with pytest.raises(ValueError, match="beta"):
+        tp.TopInG(tp.EdgeWeightedGIN(1, hidden=4), beta=-1.0)
+    with pytest.raises(ValueError, match="lam"):
+        tp.GSAT(tp.EdgeWeightedGIN(1, hidden=4), lam=-1.0)
+    with pytest.raises(ValueError, match="filtration"):
+        tp.TopInG(tp.EdgeWeightedGIN(1, hidden=4), filtration="faces")
+
+
+def test_topo_gaps_errors_name_fs():
+    gs = tp.make_ba_house_grid(2, mode="housegrid", seed=0)
+    good = [np.full(g.num_nodes, 0.3) for g in gs]
+    with pytest.raises(ValueError, match=r"fs: expected one score vector per graph"):
+        tp.topo_gaps(gs, good[:1])
+    with pytest.raises(ValueError, match=r"fs\[1\]: expected shape"):
+        tp.topo_gaps(gs, [good[0], np.full(3, 0.3)])
+    with pytest.raises(ValueError, match=r"fs\[0\]: must be finite"):
+        tp.topo_gaps(gs, [np.r_[np.nan, good[0][1:]], good[1]])
+    with pytest.raises(ValueError, match=r"fs\[1\]: scores must lie in"):
+        tp.topo_gaps(gs, [good[0], good[1] + 2])
+    with pytest.raises(ValueError, match=r"fs\[0\]: expected shape"):  # node scores to the edge filtration
+        tp.topo_gaps(gs, good, filtration="edge")
+    with pytest.raises(ValueError, match="filtration"):
+        tp.topo_gaps(gs, good, filtration="faces")
+
+
+def test_gsat_follows_its_official_schedule():
+    m = tp.GSAT(tp.EdgeWeightedGIN(1, hidden=4))
+    assert [m.r(e) for e in (0, 9, 10, 19, 20, 99)] == [0.9, 0.9, 0.8, 0.8, 0.7, 0.7]
+    assert m.selection_start == 20
+    graphs = tp.make_ba_house_grid(40, base_extra_edges=2, seed=0)
+    hist = tp.fit(m, graphs[:32], graphs[32:], epochs=22, batch_size=16)
+    assert hist.best_epoch >= 20  # no model is selected before r reaches its final value
+
+
+def test_fit_snapshots_and_bad_input():
+    graphs = tp.make_ba_house_grid(40, base_extra_edges=2, seed=0)
+    m = tp.GINClassifier(tp.EdgeWeightedGIN(1, hidden=4))
+    hist = tp.fit(m, graphs[:32], graphs[32:], epochs=3, batch_size=16, snapshots=(1, 2))
+    assert set(hist.snapshots) == {1, 2}
+    with pytest.raises(ValueError, match="lr"):
+        tp.fit(m, graphs[:32], graphs[32:], epochs=1, lr=0.0)
+    with pytest.raises(ValueError, match="batch_size"):
+        tp.fit(m, graphs[:32], graphs[32:], epochs=1, batch_size=0)
+
+
+def test_toping_node_model_reads_the_rationale_only():
+    graphs = tp.make_ba_house_grid(8, base_extra_edges=2, seed=0)
+    batch = tp.collate(graphs)
+    torch.manual_seed(0)
+    node = tp.TopInG(tp.EdgeWeightedGIN(1, hidden=8), n_hats=3)
+    first = tp.TopInG(tp.EdgeWeightedGIN(1, hidden=8), n_hats=3, filtration="edge", head_complement=True)
+    assert node.head[0].in_features == 8 + 6 and first.head[0].in_features == 8 + 12
+    node.eval()
+    out, p, aux = node(batch)
+    assert out.shape == (8, 2) and p.shape == (len(batch.edges),)
+    q = torch.sigmoid(node.node_logits(batch))
+    assert torch.allclose(p, torch.minimum(q[batch.edges[:, 0]], q[batch.edges[:, 1]]))
+    assert set(aux) == {"topo", "prior"} and all(torch.isfinite(v) for v in aux.values())
+
+
+def test_node_truth_perturbations_decoy_and_shortcuts():
+    g = next(x for x in tp.make_ba_house_grid(6, mode="housegrid", seed=0) if x.motifs == ("house",))
+    truth = tp.node_truth(g)
+    assert truth.sum() == 5
+    rng = np.random.default_rng(0)
+    f = tp.perturbed_scores(g, "add", 0, rng)
+    assert f.shape == (g.num_nodes,) and ((f > 0.5) == truth).all()
+    assert (tp.perturbed_scores(g, "add", 2, rng) > 0.5).sum() == 7
+    decoy = np.zeros(g.num_nodes, dtype=bool)
+    decoy[np.flatnonzero(~truth)[:5]] = True
+    assert ((tp.perturbed_scores(g, "add", 0, rng, truth=decoy) > 0.5) == decoy).all()
+    with pytest.raises(ValueError, match="truth"):
+        tp.perturbed_scores(g, "add", 0, rng, truth=decoy[:3])
+    with pytest.raises(ValueError, match="k: expected an integer"):
+        tp.perturbed_scores(g, "add", -1, rng)
+    with pytest.raises(ValueError, match="on"):
+        tp.perturbed_scores(g, "add", 0, rng, on="faces")
+    deg = tp.degree_edge_scores(g)
+    assert deg.shape == (len(g.edges),) and (deg >= 2).all()
+    assert tp.cut_share([0.2, 0.6, 0.9, 0.1]) == 0.5
+    with pytest.raises(ValueError, match="t: expected a cut"):
+        tp.cut_share([0.2], t=1.0)

@@ -24,6 +24,20 @@ __all__ = ["EdgeWeightedGIN", "GINClassifier", "GSAT", "TopInG", "saliency_expla
            "predict"]
 
 
+class _Dropout(nn.Module):
+    """Dropout by a uniform mask: the same as ``nn.Dropout`` in distribution, and several times
+    faster on a CPU than its Bernoulli sampler at these sizes."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        return x * (torch.rand_like(x) >= self.p).to(x.dtype) / (1 - self.p)
+
+
 def _mlp(i: int, h: int, o: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, o))
 
@@ -31,8 +45,8 @@ def _mlp(i: int, h: int, o: int) -> nn.Sequential:
 def _extractor(i: int, hidden: int, dropout: float = 0.5) -> nn.Sequential:
     """GSAT's extractor MLP: widths ``[i, 2 i, hidden, 1]`` (``i`` = 2 hidden on edges, hidden on
     nodes, as in its ``ExtractorMLP``), ReLU and dropout 0.5 between layers."""
-    return nn.Sequential(nn.Linear(i, 2 * i), nn.ReLU(), nn.Dropout(dropout), nn.Linear(2 * i, hidden),
-                         nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, 1))
+    return nn.Sequential(nn.Linear(i, 2 * i), nn.ReLU(), _Dropout(dropout), nn.Linear(2 * i, hidden),
+                         nn.ReLU(), _Dropout(dropout), nn.Linear(hidden, 1))
 
 
 def _number(x, name: str, low: float = 0.0) -> float:
@@ -52,7 +66,7 @@ class EdgeWeightedGIN(nn.Module):
             raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
         self.mlps = nn.ModuleList(_mlp(in_dim if i == 0 else hidden, hidden, hidden) for i in range(layers))
         self.eps = nn.Parameter(torch.zeros(layers))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = _Dropout(dropout)
         self.hidden = hidden
 
     def forward(self, x: torch.Tensor, edges: torch.Tensor, edge_weight: torch.Tensor | None = None):

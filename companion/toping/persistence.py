@@ -73,9 +73,9 @@ def _check_graph(num_nodes, edges, values, name: str) -> tuple[int, torch.Tensor
     if bool((edges[:, 0] == edges[:, 1]).any()):
         raise ValueError("edges: self-loops are not allowed")
     if len(edges) > 1:
-        pairs = torch.stack([torch.minimum(edges[:, 0], edges[:, 1]),
-                             torch.maximum(edges[:, 0], edges[:, 1])], 1)
-        if len(torch.unique(pairs, dim=0)) < len(pairs):
+        en = edges.detach().cpu().numpy().astype(np.int64)
+        key = np.minimum(en[:, 0], en[:, 1]) * num_nodes + np.maximum(en[:, 0], en[:, 1])
+        if len(np.unique(key)) < len(key):
             raise ValueError("edges: each undirected edge must appear once; got a duplicate or a "
                              "reversed copy (u, v) and (v, u) (use undirected() on a PyG edge_index)")
     if not isinstance(values, torch.Tensor):
@@ -107,9 +107,7 @@ def _pairing(num_nodes: int, edges: np.ndarray, order: np.ndarray,
         return a
 
     kills, killed, cycles = [], [], []
-    ends = edges.tolist()
-    for e in order.tolist():
-        u, v = ends[e]
+    for e, (u, v) in zip(order.tolist(), edges[order].tolist()):
         ru, rv = find(u), find(v)
         if ru == rv:
             cycles.append(e)
