@@ -227,7 +227,7 @@ def project_cone(F: torch.Tensor, lorentz: bool) -> torch.Tensor:
 def edge_logits(F: torch.Tensor, pairs: torch.Tensor, lorentz: bool) -> torch.Tensor:
     """``x_nm = f_n^T L f_m`` for each column ``(n, m)`` of ``pairs`` (shape ``(2, P)``)."""
     L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype, device=F.device)
-    return (F[pairs[0]] * L * F[pairs[1]]).sum(-1)
+    return (F.index_select(0, pairs[0]) * F.index_select(0, pairs[1])) @ L
 
 
 def edge_probs(F: torch.Tensor, pairs: torch.Tensor, lorentz: bool) -> torch.Tensor:
@@ -277,9 +277,10 @@ def _loglik(F, edge_index, lorentz, omitted=None, x_min=X_MIN, batch=None):
 def _grad(F, edge_index, lorentz, omitted=None, x_min=X_MIN, batch=None):
     L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype, device=F.device)
     src, dst = edge_index
-    x = edge_logits(F, edge_index, lorentz).clamp_min(x_min)
+    F_dst = F.index_select(0, dst)  # gathered once: the logits and the messages share it
+    x = ((F.index_select(0, src) * F_dst) @ L).clamp_min(x_min)
     coef = 1.0 / -torch.expm1(-x)  # d/dx [log(1 - e^{-x}) + x]
-    msg = torch.zeros_like(F).index_add_(0, src, coef[:, None] * F[dst])
+    msg = torch.zeros_like(F).index_add_(0, src, coef[:, None] * F_dst)
     if omitted is not None and omitted.shape[1]:
         msg = msg.index_add_(0, omitted[0], F[omitted[1]]).index_add_(0, omitted[1], F[omitted[0]])
     return (msg - _totals(F, batch) + F) * L
