@@ -20,6 +20,8 @@ import torch.nn.functional as F_
 
 from companion.kernels.block_sparse_attention import block_sparse_attention, block_sparse_attention_reference
 
+from companion.validation import as_positive_int
+
 from .layout import VideoLayout
 from .masks import half_blocks_for_density, svg_masks
 from .metrics import psnr, ssim
@@ -36,14 +38,18 @@ class HeadRecorder:
 
     At every (layer, step): ``mass[l, s]`` [2, B, H] (attention mass under the spatial and the
     temporal mask, video queries) and ``oracle[l, s]`` [2, B, H] (each mask's error over every
-    row). At the sparse (layer, step) pairs, also ``sampled[l, s, t, r]`` [B, H]: the type chosen
-    from ``t`` rows in draw ``r``. ``kept[l]`` holds q, k, v of video 0 in layer ``l`` at step
-    ``keep``.
+    row; the condition rows add nothing to either, since both masks give them every key). At
+    the sparse (layer, step) pairs, also ``sampled[l, s, t, r]`` [B, H]: the type chosen from
+    ``t`` rows in draw ``r``, drawn from the video rows only (``video_rows_only``, as the official
+    HunyuanVideo and Wan code does) or from all rows. ``kept[l]`` holds q, k, v of video 0 in
+    layer ``l`` at step ``keep``.
     """
 
     def __init__(self, layout: VideoLayout, candidates: Sequence[torch.Tensor], rows_grid: Sequence[int],
-                 draws: int, dense_steps: int, dense_layers=(0,), seed: int = 0, keep=None):
+                 draws: int, dense_steps: int, dense_layers=(0,), seed: int = 0, keep=None,
+                 video_rows_only: bool = True):
         self.layout, self.candidates = layout, list(candidates)
+        self.row_range = (layout.c, layout.n) if video_rows_only else None
         self.rows_grid, self.draws, self.seed = tuple(rows_grid), int(draws), int(seed)
         self.dense_steps, self.dense_layers, self.keep = dense_steps, tuple(dense_layers), keep
         self.mass, self.oracle, self.sampled, self.kept = {}, {}, {}, {}
@@ -62,7 +68,8 @@ class HeadRecorder:
             for t in self.rows_grid:
                 for r in range(self.draws):
                     g = torch.Generator().manual_seed(100_000 * self.seed + 1000 * r + t)
-                    self.sampled[layer, step, t, r] = profile_heads(q, k, v, self.candidates, t, g)[1]
+                    self.sampled[layer, step, t, r] = profile_heads(q, k, v, self.candidates, t, g,
+                                                                    self.row_range)[1]
         return F_.scaled_dot_product_attention(q, k, v)
 
     @property
@@ -104,10 +111,18 @@ def compare_methods(net, labels, noise, steps: int, runs: Sequence[tuple[str, fl
                     reference=None) -> tuple[list[dict], dict]:
     """Sample the videos of ``labels`` from ``noise`` with each ``(mode, density)`` of ``runs``.
 
-    Returns one row per run (method, realised density, PSNR and SSIM against the dense video
-    ``reference`` from the same noise, mean relative attention error over the sparse layers and
-    steps) and the videos, keyed by ``(mode, density)``.
+    Returns one row per run (method, realised density, the profiling ``seed``, PSNR (mean and per
+    video) and SSIM against the dense video ``reference`` from the same noise, mean relative
+    attention error over the sparse layers and steps) and the videos, keyed by ``(mode, density)``.
     """
+    steps = as_positive_int(steps, "steps")
+    num_rows = as_positive_int(num_rows, "num_rows")
+    if not isinstance(noise, torch.Tensor) or noise.ndim != 5 or noise.shape[0] != len(labels):
+        raise ValueError(f"noise: expected a tensor [B, F, C, H, W] with B = len(labels) = {len(labels)}, "
+                         f"got {getattr(noise, 'shape', type(noise).__name__)}")
+    if not bool(torch.isfinite(noise).all()):
+        raise ValueError("noise: contains NaN or Inf")
+
     layout = net.layout
     reference = sample(net, labels, noise, steps) if reference is None else reference
     rows, videos = [], {}
@@ -116,8 +131,10 @@ def compare_methods(net, labels, noise, steps: int, runs: Sequence[tuple[str, fl
         fn = SparseSampler(layout, mode, half, block, num_rows, dense_steps, dense_layers, seed=seed)
         out = sample(net, labels, noise, steps, attn_fn=fn)
         videos[mode, density] = out
-        rows.append(dict(method=mode, target=density, density=fn.masks["density"],
-                         psnr=float(psnr(reference, out).mean()), ssim=float(ssim(reference, out).mean()),
+        per_video = psnr(reference, out)
+        rows.append(dict(method=mode, target=density, density=fn.masks["density"], seed=seed,
+                         psnr=float(per_video.mean()), psnr_videos=[float(x) for x in per_video],
+                         ssim=float(ssim(reference, out).mean()),
                          attn_error=float(np.mean([e["rel_error"] for e in fn.log.values()]))))
     return rows, videos
 

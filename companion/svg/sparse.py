@@ -8,7 +8,13 @@ block-sparse kernel, permute the temporal heads' output back. :class:`SparseSamp
 * ``"svg"``: profile every sparse (layer, step) online from ``num_rows`` query rows;
 * ``"static"``: profile once, at the first sparse step, and keep the types;
 * ``"spatial"`` / ``"temporal"``: one fixed pattern for every head;
-* ``"oracle"``: classify from all rows (what profiling estimates).
+* ``"oracle"``: classify from all rows (what profiling estimates);
+* ``"random"``: each head's type drawn at random at every sparse (layer, step), the null of the
+  per-head choice.
+
+Profiling draws its rows from the video rows only (``video_rows_only=True``), as the official
+HunyuanVideo and Wan code does: the condition rows see every key under both masks, so they carry
+no signal about a head's type.
 
 The first ``dense_steps`` steps and the ``dense_layers`` run full attention, as in the paper.
 """
@@ -27,7 +33,7 @@ from .profiling import oracle_head_types, profile_heads
 
 __all__ = ["svg_attention", "SparseSampler", "MODES"]
 
-MODES = ("dense", "svg", "static", "spatial", "temporal", "oracle")
+MODES = ("dense", "svg", "static", "spatial", "temporal", "oracle", "random")
 
 
 def svg_attention(q, k, v, layout: VideoLayout, is_temporal: torch.Tensor, block_mask: torch.Tensor,
@@ -62,8 +68,9 @@ class SparseSampler:
 
     def __init__(self, layout: VideoLayout, mode: str, half_blocks: int, block: int = 16, num_rows: int = 16,
                  dense_steps: int = 4, dense_layers=(0,), seed: int = 0, track_error: bool = True,
-                 backend: str = "auto"):
+                 backend: str = "auto", video_rows_only: bool = True):
         self.mode = as_choice(mode, "mode", MODES)
+        self.row_range = (layout.c, layout.n) if video_rows_only else None
         self.layout, self.block, self.num_rows, self.backend = layout, block, num_rows, backend
         self.dense_steps, self.dense_layers = dense_steps, tuple(dense_layers)
         self.masks = svg_masks(layout, block, half_blocks)
@@ -82,9 +89,11 @@ class SparseSampler:
             return torch.full((B, H), self.mode == "temporal", dtype=torch.bool, device=q.device)
         if self.mode == "oracle":
             return oracle_head_types(q, k, v, cand)[1].bool()
+        if self.mode == "random":
+            return (torch.rand(B, H, generator=self.generator) < 0.5).to(q.device)
         if self.mode == "static" and layer in self.static_types:
             return self.static_types[layer]
-        types = profile_heads(q, k, v, cand, self.num_rows, self.generator)[1].bool()
+        types = profile_heads(q, k, v, cand, self.num_rows, self.generator, self.row_range)[1].bool()
         if self.mode == "static":
             self.static_types[layer] = types
         return types
