@@ -2,8 +2,10 @@
 
 Wang et al. (ICML 2025) unlearn a class from a trained classifier without its training data, in
 two stages. **AEGDS** synthesises stand-in data for every class from the model alone, by Langevin
-dynamics on an energy read off the classifier, accelerated by Runge-Kutta drift and momentum
-(eqs. (dsda-energy), (dsda-langevin), (dsda-rk2), (dsda-momentum)). **DAMO** then fine-tunes a copy
+dynamics on an energy read off the classifier -- JEM's joint energy, with the BatchNorm statistics
+the model stored in training as the prior that keeps samples in the data's range -- accelerated
+by Runge-Kutta drift and momentum (eqs. (dsda-energy), (dsda-bn), (dsda-objective),
+(dsda-langevin), (dsda-rk2), (dsda-momentum)). **DAMO** then fine-tunes a copy
 of the model on the synthetic data with three objectives -- keep the retain classes (dsda-kd),
 move the forget class's mass where a model that never saw it would put it (dsda-forget), keep the
 retain features discriminative (dsda-disc) -- and combines their gradients with PCGrad
@@ -30,10 +32,12 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
-    "MLP", "train_classifier", "class_energy", "model_energy_grad", "SamplerConfig", "langevin",
-    "synthesize", "noise_sets", "SyntheticSet", "retain_kd_loss", "forget_loss",
+    "MLP", "train_classifier", "class_energy", "bn_prior", "model_energy_grad", "SamplerConfig",
+    "langevin", "synthesize", "noise_sets", "SyntheticSet", "retain_kd_loss", "forget_loss",
     "discrimination_loss", "pcgrad", "damo_unlearn", "retrain", "finetune", "emmn_unlearn",
-    "head_surgery", "accuracy", "svc_mia", "nfe_to_threshold", "feature_probe_auroc",
+    "head_surgery", "accuracy", "svc_mia", "mia_auroc", "logit_margin", "nfe_to_threshold",
+    "level_between", "percentile_rank", "data_range_ranks", "feature_probe_auroc", "evaluate",
+    "sampler_study",
 ]
 
 GradFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -87,13 +91,18 @@ def _count(n, name: str, low: int = 1) -> int:
 
 # ----------------------------------------------------------------------------- the classifier
 class MLP(nn.Module):
-    """``f = head(features(x))``: ReLU layers to the penultimate features h, a linear head to K logits."""
+    """``f = head(features(x))``: ReLU layers (each with BatchNorm when ``batchnorm``) to the
+    penultimate features h, a linear head to K logits."""
 
-    def __init__(self, d_in: int = 64, hidden: Sequence[int] = (128, 128), n_classes: int = 10):
+    def __init__(self, d_in: int = 64, hidden: Sequence[int] = (128, 128), n_classes: int = 10,
+                 batchnorm: bool = False):
         super().__init__()
         layers, last = [], _count(d_in, "d_in")
         for width in hidden:
-            layers += [nn.Linear(last, _count(width, "hidden")), nn.ReLU()]
+            layers.append(nn.Linear(last, _count(width, "hidden")))
+            if batchnorm:
+                layers.append(nn.BatchNorm1d(int(width)))
+            layers.append(nn.ReLU())
             last = int(width)
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(last, _count(n_classes, "n_classes", low=2))
@@ -103,12 +112,17 @@ class MLP(nn.Module):
 
 
 def _fit(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *, steps: int, batch: int, lr: float,
-         seed: int) -> nn.Module:
-    """Mini-batch cross-entropy with Adam for a fixed number of steps."""
+         seed: int, milestones: Sequence[float] = ()) -> nn.Module:
+    """Mini-batch cross-entropy with Adam for a fixed number of steps; the learning rate is cut
+    by 10 at each fraction of ``steps`` in ``milestones`` (a multi-step schedule)."""
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
+    cuts = {int(round(m * steps)) for m in milestones}
     model.train()
-    for _ in range(steps):
+    for step in range(steps):
+        if step in cuts:
+            for group in opt.param_groups:
+                group["lr"] *= 0.1
         idx = torch.randint(len(X), (min(batch, len(X)),), generator=gen).to(X.device)
         opt.zero_grad()
         F.cross_entropy(model(X[idx]), y[idx]).backward()
@@ -117,14 +131,19 @@ def _fit(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *, steps: int, batc
 
 
 def train_classifier(X, y, *, n_classes: int = 10, hidden: Sequence[int] = (128, 128),
-                     steps: int = 2000, batch: int = 64, lr: float = 1e-3, seed: int = 0) -> MLP:
-    """An :class:`MLP` trained from scratch on ``(X, y)`` (the original model theta_o)."""
+                     steps: int = 300, batch: int = 256, lr: float = 1e-2,
+                     milestones: Sequence[float] = (0.5, 0.75), batchnorm: bool = True,
+                     seed: int = 0) -> MLP:
+    """An :class:`MLP` trained from scratch on ``(X, y)`` (the original model theta_o): Adam from
+    lr 0.01 with a multi-step schedule, as the paper trains its original and retrained models."""
     X = _points(X, "X")
     y = _labels(y, "y", len(X), n_classes)
+    if any(not 0 < float(m) < 1 for m in milestones):
+        raise ValueError(f"milestones: expected fractions of the steps in (0, 1), got {milestones!r}")
     torch.manual_seed(seed)
-    model = MLP(X.shape[1], hidden, n_classes).to(X.device)
-    return _fit(model, X, y, steps=_count(steps, "steps"), batch=_count(batch, "batch"), lr=lr,
-                seed=seed)
+    model = MLP(X.shape[1], hidden, n_classes, batchnorm=batchnorm).to(X.device)
+    return _fit(model, X, y, steps=_count(steps, "steps"), batch=_count(batch, "batch"),
+                lr=_positive(lr, "lr"), seed=seed, milestones=milestones)
 
 
 def _frozen(model: nn.Module) -> nn.Module:
@@ -134,24 +153,90 @@ def _frozen(model: nn.Module) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------- AEGDS
-def class_energy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, prior: float = 1e-3,
+def class_energy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, prior: float = 0.0,
                  center: float = 0.5) -> torch.Tensor:
-    """E(x, y) = -f(x)[y] + (lambda / 2) ||x - c||^2, eq. (dsda-energy); shape (N,)."""
-    return -model(x).gather(1, y[:, None])[:, 0] + 0.5 * prior * ((x - center) ** 2).sum(1)
+    """E(x, y) = -LSE_k f(x)_k - log p(y | x) = -f(x)_y, the joint energy of JEM, plus an
+    optional (lambda / 2) ||x - c||^2, eq. (dsda-energy); shape (N,)."""
+    if not isinstance(x, torch.Tensor) or x.ndim != 2 or x.shape[0] == 0:
+        raise ValueError(f"x: expected a non-empty (N, d) tensor, got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    if not torch.isfinite(x).all():
+        raise ValueError("x: contains NaN or infinite values")
+    y = _labels(y, "y", len(x), model.head.out_features).to(x.device)
+    prior = _positive(prior, "prior", allow_zero=True)
+    logits = model(x)
+    energy = -torch.logsumexp(logits, 1) - F.log_softmax(logits, 1).gather(1, y[:, None])[:, 0]
+    return energy + 0.5 * prior * ((x - center) ** 2).sum(1) if prior else energy
 
 
-def model_energy_grad(model: nn.Module, y: torch.Tensor, *, prior: float = 1e-3,
-                      center: float = 0.5) -> GradFn:
-    """``x -> (E(x, y), dE/dx)`` for a frozen copy of ``model``: one call is one NFE."""
+def bn_prior(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """R(X): how far the batch statistics of every BatchNorm input of ``model`` on the batch ``x``
+    are from the running statistics the layer stored in training, eq. (dsda-bn),
+
+        R = sum_l mean_j [(mu_lj(X) - m_lj)^2 / v_lj + (s2_lj(X) / v_lj - 1)^2];
+
+    a scalar, 0 for a model without BatchNorm. The model stays in eval mode (running statistics
+    are read, never updated)."""
+    if not isinstance(x, torch.Tensor) or x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError(f"x: expected an (N, d) batch with N >= 2, got "
+                         f"{getattr(x, 'shape', type(x).__name__)}")
+    if not torch.isfinite(x).all():
+        raise ValueError("x: contains NaN or infinite values")
+    return _forward_with_prior(model, x)[1]
+
+
+def _forward_with_prior(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logits f(x) and R(X) of eq. (dsda-bn) from one forward pass (inputs unchecked)."""
+    layers = [m for m in model.modules() if isinstance(m, nn.BatchNorm1d)]
+    if not layers:
+        return model(x), x.new_zeros(())
+    seen: list[tuple[nn.BatchNorm1d, torch.Tensor]] = []
+    hooks = [m.register_forward_hook(lambda mod, inp, out: seen.append((mod, inp[0])))
+             for m in layers]
+    try:
+        logits = model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    total = x.new_zeros(())
+    for mod, a in seen:
+        v = mod.running_var + mod.eps
+        total = total + ((a.mean(0) - mod.running_mean) ** 2 / v).mean() \
+            + ((a.var(0, unbiased=False) / v - 1) ** 2).mean()
+    return logits, total
+
+
+def model_energy_grad(model: nn.Module, y: torch.Tensor, *, prior: float = 0.0,
+                      bn_weight: float = 0.0, center: float = 0.5) -> GradFn:
+    """``X -> (U_i, dU/dx_i)`` for a frozen copy of ``model``: one call is one NFE.
+
+    The sampler's objective is U(X) = mean_i E(x_i, y_i) + gamma R(X), eq. (dsda-objective), with
+    gamma = ``bn_weight``; the call returns each sample's share E(x_i, y_i) + gamma R(X) (their
+    mean is U) and the gradient of N U with respect to every x_i, which is -grad f(x_i)_y_i plus
+    the BatchNorm prior's pull."""
     teacher = _frozen(model)
     prior = _positive(prior, "prior", allow_zero=True)
+    gamma = _positive(bn_weight, "bn_weight", allow_zero=True)
+    y = torch.as_tensor(y)
 
     def grad_fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not gamma:
+            with torch.enable_grad():
+                x = x.detach().requires_grad_(True)
+                energy = class_energy(teacher, x, y, prior=prior, center=center)
+                (grad,) = torch.autograd.grad(energy.sum(), x)
+            return energy.detach(), grad
+        x = _points(x, "x")
+        labels = _labels(y, "y", len(x), teacher.head.out_features).to(x.device)
         with torch.enable_grad():
             x = x.detach().requires_grad_(True)
-            energy = class_energy(teacher, x, y, prior=prior, center=center)
-            (grad,) = torch.autograd.grad(energy.sum(), x)
-        return energy.detach(), grad
+            logits, reg = _forward_with_prior(teacher, x)  # one forward: E and R together
+            energy = -logits.gather(1, labels[:, None])[:, 0]  # = -LSE - log p(y|x)
+            if prior:
+                energy = energy + 0.5 * prior * ((x - center) ** 2).sum(1)
+            reg = gamma * reg
+            (grad,) = torch.autograd.grad(energy.sum() + len(x) * reg, x)
+        return (energy + reg).detach(), grad
 
     return grad_fn
 
@@ -243,11 +328,12 @@ class SyntheticSet:
 
 
 def synthesize(model: nn.Module, classes: Sequence[int], n_per_class: int, cfg: SamplerConfig, *,
-               nfe_budget: int, conf_threshold: float = 0.9, prior: float = 1e-3,
-               seed: int = 0) -> tuple[SyntheticSet, dict]:
-    """AEGDS: ``n_per_class`` uniform starts per class, :func:`langevin`, then keep the samples the
-    teacher gives their class with probability >= ``conf_threshold`` (a class where none pass keeps
-    its 8 most confident). Returns the set and ``{"hit_rate": ..., "trace": ...}``."""
+               nfe_budget: int, conf_threshold: float = 0.9, prior: float = 0.0,
+               bn_weight: float = 10.0, seed: int = 0) -> tuple[SyntheticSet, dict]:
+    """AEGDS: ``n_per_class`` uniform starts per class, one :func:`langevin` chain over all of
+    them on the objective (dsda-objective) (``bn_weight`` gamma), then keep the samples the teacher
+    gives their class with probability >= ``conf_threshold`` (a class where none pass keeps its 8
+    most confident). Returns the set and ``{"hit_rate": ..., "trace": ...}``."""
     n_classes = model.head.out_features
     classes = _classes(classes, "classes", n_classes)
     n = _count(n_per_class, "n_per_class")
@@ -257,10 +343,11 @@ def synthesize(model: nn.Module, classes: Sequence[int], n_per_class: int, cfg: 
     gen = torch.Generator().manual_seed(seed)
     y = torch.tensor(classes, device=device).repeat_interleave(n)
     x0 = cfg.low + (cfg.high - cfg.low) * torch.rand(len(y), model_in(model), generator=gen)
-    x, trace = langevin(model_energy_grad(model, y, prior=prior, center=(cfg.low + cfg.high) / 2),
-                        x0.to(device), cfg, nfe_budget=nfe_budget, generator=gen)
+    grad_fn = model_energy_grad(model, y, prior=prior, bn_weight=bn_weight,
+                                center=(cfg.low + cfg.high) / 2)
+    x, trace = langevin(grad_fn, x0.to(device), cfg, nfe_budget=nfe_budget, generator=gen)
     with torch.no_grad():
-        logits = model(x)
+        logits = _frozen(model)(x)
     conf = logits.softmax(1).gather(1, y[:, None])[:, 0]
     keep = conf >= conf_threshold
     hit_rate = float(keep.float().mean())
@@ -281,7 +368,7 @@ def noise_sets(model: nn.Module, classes: Sequence[int], n_per_class: int, *, se
     gen = torch.Generator().manual_seed(seed)
     x = torch.rand(n * len(classes), model_in(model), generator=gen).to(device)
     with torch.no_grad():
-        logits = model(x)
+        logits = _frozen(model)(x)
     return SyntheticSet(x, torch.tensor(classes, device=device).repeat_interleave(n), logits)
 
 
@@ -314,9 +401,39 @@ def forget_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
 
 def discrimination_loss(features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor,
                         proto_classes: torch.Tensor, tau: float) -> torch.Tensor:
-    """L_D: cross-entropy of -||h - mu_k||^2 / tau over the retain prototypes, eq. (dsda-disc)."""
+    """L_D: cross-entropy of -||h - mu_k||^2 / tau over the retain prototypes, eq. (dsda-disc).
+
+    ``features`` (N, p), ``labels`` (N,), ``prototypes`` (P, p) and ``proto_classes`` (P,), the
+    class of each prototype; a label without a prototype is refused."""
     tau = _positive(tau, "tau")
-    target = (labels[:, None] == proto_classes[None, :]).float().argmax(1)
+    if not isinstance(features, torch.Tensor) or features.ndim != 2 or features.shape[0] == 0:
+        raise ValueError(f"features: expected a non-empty (N, p) tensor, got "
+                         f"{getattr(features, 'shape', type(features).__name__)}")
+    if not torch.isfinite(features).all():
+        raise ValueError("features: contains NaN or infinite values")
+    if (not isinstance(prototypes, torch.Tensor) or prototypes.ndim != 2
+            or prototypes.shape[0] == 0 or prototypes.shape[1] != features.shape[1]):
+        raise ValueError(f"prototypes: expected a non-empty (P, {features.shape[1]}) tensor, got "
+                         f"{getattr(prototypes, 'shape', type(prototypes).__name__)}")
+    proto_classes = torch.as_tensor(proto_classes, device=prototypes.device)
+    if proto_classes.shape != (prototypes.shape[0],) or proto_classes.dtype.is_floating_point:
+        raise ValueError(f"proto_classes: expected {prototypes.shape[0]} integer class ids, got "
+                         f"shape {tuple(proto_classes.shape)}, {proto_classes.dtype}")
+    labels = torch.as_tensor(labels, device=features.device)
+    if labels.shape != (features.shape[0],) or labels.dtype.is_floating_point:
+        raise ValueError(f"labels: expected {features.shape[0]} integer labels, got shape "
+                         f"{tuple(labels.shape)}, {labels.dtype}")
+    match = labels[:, None] == proto_classes[None, :]
+    if not match.any(1).all():
+        missing = sorted(set(labels[~match.any(1)].tolist()))
+        raise ValueError(f"labels: classes {missing} have no prototype (prototypes exist for "
+                         f"{proto_classes.tolist()})")
+    return _disc(features, match.float().argmax(1), prototypes, tau)
+
+
+def _disc(features: torch.Tensor, target: torch.Tensor, prototypes: torch.Tensor,
+          tau: float) -> torch.Tensor:
+    """L_D given each row's prototype index ``target`` (unchecked: the DAMO loop's inner call)."""
     return F.cross_entropy(-torch.cdist(features, prototypes) ** 2 / tau, target)
 
 
@@ -330,6 +447,11 @@ def pcgrad(grads: Sequence[torch.Tensor], generator: torch.Generator | None = No
                          f"{[tuple(g.shape) for g in grads]}")
     if not all(torch.isfinite(g).all() for g in grads):
         raise ValueError("grads: contains NaN or infinite values")
+    return _pcgrad(grads, generator)
+
+
+def _pcgrad(grads: Sequence[torch.Tensor], generator: torch.Generator | None) -> torch.Tensor:
+    """:func:`pcgrad` without the input checks (the DAMO loop's gradients are checked there)."""
     out = []
     for i, g in enumerate(grads):
         g = g.clone()
@@ -358,32 +480,36 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
 def damo_unlearn(teacher: nn.Module, S_R: SyntheticSet, S_F: SyntheticSet,
                  forget_classes: Sequence[int], *, steps: int = 200, lr: float = 1e-3,
                  combine: str = "pcgrad", use_disc: bool = True, forget_weight: float = 1.0,
-                 batch_r: int = 64, batch_f: int = 32, seed: int = 0) -> tuple[MLP, dict]:
+                 batch_r: int = 64, batch_f: int = 32, self_conflict: bool = False,
+                 seed: int = 0) -> tuple[MLP, dict]:
     """DAMO: a copy of ``teacher`` trained on the synthetic sets with L_R, w_F L_F and L_D
     (eqs. (dsda-kd)-(dsda-disc)), gradients combined by ``"pcgrad"`` or a naive ``"sum"``.
 
     Returns the student and a history per step of the cosines between the task gradients
     (``cos_RF``, ``cos_RD``, ``cos_FD``), between the update d and each task gradient
-    (``cos_dR``, ...) and of the three losses (``loss_R``, ``loss_F``, ``loss_D``)."""
+    (``cos_dR``, ...) and of the three losses (``loss_R``, ``loss_F``, ``loss_D``). With
+    ``self_conflict`` it also records ``cos_RR``, the cosine between L_R's gradients on the two
+    halves of the retain batch (how often one objective "conflicts" with itself by batch noise).
+    The student's BatchNorm layers stay in eval mode: their statistics are the original's."""
     if combine not in ("pcgrad", "sum"):
         raise ValueError(f"combine: expected 'pcgrad' or 'sum', got {combine!r}")
     if len(S_R.x) == 0 or len(S_F.x) == 0:
         raise ValueError("S_R, S_F: both synthetic sets must be non-empty")
     steps, w_F = _count(steps, "steps"), _positive(forget_weight, "forget_weight")
     forget = _classes(forget_classes, "forget_classes", teacher.head.out_features, proper=True)
-    student = copy.deepcopy(teacher).train()
+    student = copy.deepcopy(teacher).eval()  # BatchNorm keeps the original's running statistics
     student.requires_grad_(True)
     params = list(student.parameters())
-    opt = torch.optim.Adam(params, lr=lr)
+    opt = torch.optim.Adam(params, lr=lr, foreach=True)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():  # prototypes mu_k and temperature tau_d, frozen at the start
         classes = torch.unique(S_R.y)
         h0 = teacher.features(S_R.x)
         protos = torch.stack([h0[S_R.y == k].mean(0) for k in classes])
-        own = (S_R.y[:, None] == classes[None, :]).float().argmax(1)
+        own = (S_R.y[:, None] == classes[None, :]).float().argmax(1)  # every label has one
         tau = float(((h0 - protos[own]) ** 2).sum(1).median().clamp_min(1e-6))
     hist = {k: [] for k in ("cos_RF", "cos_RD", "cos_FD", "cos_dR", "cos_dF", "cos_dD",
-                            "loss_R", "loss_F", "loss_D")}
+                            "loss_R", "loss_F", "loss_D", "cos_RR")}
     for _ in range(steps):
         ir = torch.randint(len(S_R.x), (min(batch_r, len(S_R.x)),), generator=gen)
         jf = torch.randint(len(S_F.x), (min(batch_f, len(S_F.x)),), generator=gen)
@@ -391,22 +517,30 @@ def damo_unlearn(teacher: nn.Module, S_R: SyntheticSet, S_F: SyntheticSet,
         losses = [retain_kd_loss(student.head(h_r), S_R.logits[ir]),
                   w_F * forget_loss(student(S_F.x[jf]), S_F.logits[jf], forget)]
         if use_disc:
-            losses.append(discrimination_loss(h_r, S_R.y[ir], protos, classes, tau))
+            losses.append(_disc(h_r, own[ir], protos, tau))
         grads = [_flat_grad(loss, params) for loss in losses]
-        d = pcgrad(grads, gen) if combine == "pcgrad" else torch.stack(grads).sum(0)
-        names = "RFD"
-        for a in range(len(grads)):
+        if not all(torch.isfinite(g).all() for g in grads):
+            raise ValueError("S_R, S_F: the task gradients became NaN or infinite")
+        if self_conflict:
+            half = len(ir) // 2
+            logits_r = student.head(h_r)
+            g_a = _flat_grad(retain_kd_loss(logits_r[:half], S_R.logits[ir[:half]]), params)
+            g_b = _flat_grad(retain_kd_loss(logits_r[half:], S_R.logits[ir[half:]]), params)
+            hist["cos_RR"].append(_cos(g_a, g_b))
+        d = _pcgrad(grads, gen) if combine == "pcgrad" else torch.stack(grads).sum(0)
+        names, n = "RFD", len(grads)
+        G = torch.stack([*grads, d])  # all cosines from one Gram matrix
+        norms = G.norm(dim=1).clamp_min(1e-10)
+        cos = ((G @ G.T) / (norms[:, None] * norms[None, :])).tolist()
+        for a in range(n):
             hist[f"loss_{names[a]}"].append(float(losses[a].detach()))
-            hist[f"cos_d{names[a]}"].append(_cos(d, grads[a]))
-            for b in range(a + 1, len(grads)):
-                hist[f"cos_{names[a]}{names[b]}"].append(_cos(grads[a], grads[b]))
-        opt.zero_grad()
-        offset = 0
-        for p in params:
-            p.grad = d[offset:offset + p.numel()].view_as(p).clone()
-            offset += p.numel()
+            hist[f"cos_d{names[a]}"].append(cos[n][a])
+            for b in range(a + 1, n):
+                hist[f"cos_{names[a]}{names[b]}"].append(cos[a][b])
+        for p, g in zip(params, torch.split(d, [p.numel() for p in params])):
+            p.grad = g.view_as(p).clone()
         opt.step()
-    return student.eval(), {k: np.array(v) for k, v in hist.items()}
+    return student.eval(), {k: np.array(v) for k, v in hist.items() if v}
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -501,14 +635,91 @@ def svc_mia(model: nn.Module, X_member, y_member, X_nonmember, y_nonmember, X_ta
     return float(svc.predict(feats[2]).mean())
 
 
-def nfe_to_threshold(trace: dict, threshold: float) -> float:
-    """The first recorded NFE at which the median energy is at most ``threshold`` (inf if never)."""
+def nfe_to_threshold(trace: dict, threshold: float, stat: str = "median") -> float:
+    """The first recorded NFE at which the ``stat`` (``"median"`` or ``"mean"``) of the recorded
+    energies is at most ``threshold`` (inf if never)."""
     if not trace.get("nfe") or len(trace["nfe"]) != len(trace.get("energy", [])):
         raise ValueError("trace: expected matching, non-empty 'nfe' and 'energy' lists")
+    if stat not in ("median", "mean"):
+        raise ValueError(f"stat: expected 'median' or 'mean', got {stat!r}")
+    threshold = float(threshold)
+    if math.isnan(threshold):
+        raise ValueError("threshold: expected a number, got NaN")
     for nfe, energy in zip(trace["nfe"], trace["energy"]):
-        if float(energy.median()) <= threshold:
+        if float(energy.median() if stat == "median" else energy.mean()) <= threshold:
             return float(nfe)
     return math.inf
+
+
+def level_between(start: float, target: float, fraction: float = 0.9) -> float:
+    """The quality level ``start + fraction (target - start)``: a fixed share of the way from the
+    noise's objective to the real data's, which no sampler reaches before it has moved."""
+    start, target = float(start), float(target)
+    if not (math.isfinite(start) and math.isfinite(target)) or not start > target:
+        raise ValueError(f"start, target: expected finite numbers with start > target, got "
+                         f"{start!r}, {target!r}")
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction: expected a number in (0, 1), got {fraction!r}")
+    return start + fraction * (target - start)
+
+
+@torch.no_grad()
+def logit_margin(model: nn.Module, X, y) -> np.ndarray:
+    """The membership score of each row: f(x)_y - logsumexp_{k != y} f(x)_k, in float64, the
+    log-odds of the true label (unchanged in order by a constant shift of one logit)."""
+    X = _points(X, "X")
+    y = _labels(y, "y", len(X), model.head.out_features).to(X.device)
+    logits = model(X).double()
+    own = logits.gather(1, y[:, None])[:, 0]
+    rest = logits.scatter(1, y[:, None], -torch.inf).logsumexp(1)
+    return (own - rest).cpu().numpy()
+
+
+def mia_auroc(model: nn.Module, X_member, y_member, X_nonmember, y_nonmember) -> float:
+    """Membership inference as the AUROC of :func:`logit_margin` between members (training images
+    of the original) and non-members (held-out images of the same classes): 0.5 is chance, which
+    a model that saw neither set must score; the best threshold attack's power over all
+    thresholds, so it needs no threshold calibrated elsewhere."""
+    from sklearn.metrics import roc_auc_score
+
+    s_in = logit_margin(model, X_member, y_member)
+    s_out = logit_margin(model, X_nonmember, y_nonmember)
+    return float(roc_auc_score(np.r_[np.ones(len(s_in)), np.zeros(len(s_out))], np.r_[s_in, s_out]))
+
+
+def percentile_rank(values, reference) -> float:
+    """The share of ``reference`` below the median of ``values`` (ties count half): where the
+    typical value sits in the reference distribution, 0.5 at its median."""
+    v = np.asarray(values, dtype=float).ravel()
+    ref = np.asarray(reference, dtype=float).ravel()
+    for name, a in (("values", v), ("reference", ref)):
+        if a.size == 0 or not np.isfinite(a).all():
+            raise ValueError(f"{name}: expected a non-empty array of finite numbers")
+    m = np.median(v)
+    return float(((ref < m).sum() + 0.5 * (ref == m).sum()) / ref.size)
+
+
+@torch.no_grad()
+def data_range_ranks(model: nn.Module, x, y, X_ref, y_ref, X_train) -> dict[str, float]:
+    """Where synthetic images ``(x, y)`` sit among held-out real images ``(X_ref, y_ref)``: the
+    :func:`percentile_rank` of their class energy (dsda-energy) (within each class, averaged over
+    classes), of their mean pixel, of their pixel standard deviation, and of their distance to
+    the nearest training image ``X_train`` (the real reference: each held-out image's own
+    distance to the training set). 0.5 is the real median; near 0 or 1, outside the data."""
+    x, X_ref, X_train = _points(x, "x"), _points(X_ref, "X_ref"), _points(X_train, "X_train")
+    K = model.head.out_features
+    y, y_ref = _labels(y, "y", len(x), K).to(x.device), _labels(y_ref, "y_ref", len(X_ref), K)
+    teacher = _frozen(model)
+    e, e_ref = class_energy(teacher, x, y), class_energy(teacher, X_ref, y_ref.to(X_ref.device))
+    per_class = [percentile_rank(e[y == k].cpu(), e_ref[y_ref == k].cpu())
+                 for k in torch.unique(y).tolist() if (y_ref == k).any()]
+    return {
+        "energy": float(np.mean(per_class)),
+        "mean pixel": percentile_rank(x.mean(1).cpu(), X_ref.mean(1).cpu()),
+        "pixel std": percentile_rank(x.std(1).cpu(), X_ref.std(1).cpu()),
+        "nearest real": percentile_rank(torch.cdist(x, X_train).min(1).values.cpu(),
+                                        torch.cdist(X_ref, X_train).min(1).values.cpu()),
+    }
 
 
 @torch.no_grad()
@@ -524,44 +735,56 @@ def feature_probe_auroc(model: nn.Module, X_fit, is_forget_fit, X_eval, is_forge
     return float(roc_auc_score(np.asarray(is_forget_eval), probe.decision_function(h_eval)))
 
 
-def evaluate(model: nn.Module, data, forget_classes: Sequence[int]) -> dict[str, float]:
+def evaluate(model: nn.Module, data, forget_classes: Sequence[int], *,
+             probe: bool = True) -> dict[str, float]:
     """The scoreboard of one model on a train/test split ``data`` (``X_train, y_train, X_test,
     y_test``): forget and retain test accuracy, forget train accuracy, the mean p(y | x) of the
-    forget train images, SVC-MIA on them and the feature-probe AUROC of forget-vs-rest."""
-    forget = torch.as_tensor(_classes(forget_classes, "forget_classes", model.head.out_features))
+    forget train images, the membership AUROC (:func:`mia_auroc`, forget train against forget
+    test) and, with ``probe``, the feature-probe AUROC of forget-vs-rest."""
+    forget = torch.as_tensor(_classes(forget_classes, "forget_classes", model.head.out_features),
+                             device=data.y_train.device)
     f_tr, f_te = torch.isin(data.y_train, forget), torch.isin(data.y_test, forget)
-    return {
+    out = {
         "forget acc (test)": accuracy(model, data.X_test[f_te], data.y_test[f_te]),
         "forget acc (train)": accuracy(model, data.X_train[f_tr], data.y_train[f_tr]),
         "retain acc (test)": accuracy(model, data.X_test[~f_te], data.y_test[~f_te]),
         "forget conf (train)": float(_true_confidence(model, data.X_train[f_tr],
                                                      data.y_train[f_tr]).mean()),
-        "MIA": svc_mia(model, data.X_train[~f_tr], data.y_train[~f_tr], data.X_test[~f_te],
-                       data.y_test[~f_te], data.X_train[f_tr], data.y_train[f_tr]),
-        "probe AUROC": feature_probe_auroc(model, data.X_train, f_tr.cpu().numpy(), data.X_test,
-                                           f_te.cpu().numpy()),
+        "MIA AUROC": mia_auroc(model, data.X_train[f_tr], data.y_train[f_tr], data.X_test[f_te],
+                               data.y_test[f_te]),
     }
+    if probe:
+        out["probe AUROC"] = feature_probe_auroc(model, data.X_train, f_tr.cpu().numpy(),
+                                                 data.X_test, f_te.cpu().numpy())
+    return out
 
 
 def sampler_study(model: nn.Module, samplers: dict[str, tuple[int, float]], steps: Sequence[float],
-                  *, n_per_class: int, nfe_budget: int, seed: int = 0) -> dict[str, dict]:
+                  *, n_per_class: int, nfe_budget: int, bn_weight: float = 10.0,
+                  seed: int = 0) -> dict[str, dict[float, dict]]:
     """Every sampler ``name -> (rk_order, momentum)`` at every step size in ``steps``, from the same
-    uniform starts (``n_per_class`` per class, all classes), at the same NFE budget; for each
-    sampler the step size with the lowest mean final energy, its trace and its samples."""
+    uniform starts (``n_per_class`` per class, all classes), with the same noise stream, at the
+    same NFE budget, on the objective (dsda-objective). Returns ``{name: {step: {"trace", "x",
+    "y", "x0", "final"}}}``, ``final`` the mean objective at the end; choosing a step is the caller's."""
+    if not samplers:
+        raise ValueError("samplers: expected at least one sampler")
+    steps = [_positive(a, "steps") for a in steps]
+    if not steps:
+        raise ValueError("steps: expected at least one step size")
     K, d = model.head.out_features, model_in(model)
     gen = torch.Generator().manual_seed(seed)
     y = torch.arange(K).repeat_interleave(_count(n_per_class, "n_per_class"))
     x0 = torch.rand(len(y), d, generator=gen)
     device = next(model.parameters()).device
     y, x0 = y.to(device), x0.to(device)
-    grad_fn = model_energy_grad(model, y)
-    best: dict[str, dict] = {}
+    grad_fn = model_energy_grad(model, y, bn_weight=bn_weight)
+    runs: dict[str, dict[float, dict]] = {}
     for name, (rk, beta) in samplers.items():
+        runs[name] = {}
         for a in steps:
             cfg = SamplerConfig(a, momentum=beta, rk_order=rk)
             x, trace = langevin(grad_fn, x0, cfg, nfe_budget=nfe_budget, record_every=1,
                                 generator=torch.Generator().manual_seed(seed + 1))
-            final = float(trace["energy"][-1].mean())
-            if name not in best or final < best[name]["final"]:
-                best[name] = {"step": a, "final": final, "trace": trace, "x": x, "y": y}
-    return best
+            runs[name][a] = {"trace": trace, "x": x, "y": y, "x0": x0,
+                             "final": float(trace["energy"][-1].mean())}
+    return runs

@@ -3,11 +3,22 @@ the losses at their known zeros, the metrics on synthetic cases, and bad input."
 
 import math
 
+import numpy as np
+
 import pytest
 import torch
 from torch import nn
 
 import companion.dsda as ds
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models: one thread is many times faster on a busy machine (restored afterwards)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def quadratic(a, scales=None):
@@ -224,10 +235,15 @@ def test_damo_forgets_on_a_tiny_problem_and_leaves_the_teacher_alone():
     data = digits(seed=0)
     teacher = ds.train_classifier(data.X_train, data.y_train, steps=300, batch=128, lr=3e-3)
     before = [p.detach().clone() for p in teacher.parameters()]
-    cfg = ds.SamplerConfig(0.1, momentum=0.9, rk_order=2)
-    S, _ = ds.synthesize(teacher, range(10), 16, cfg, nfe_budget=20)
+    cfg = ds.SamplerConfig(0.01, momentum=0.9, rk_order=2)
+    S, _ = ds.synthesize(teacher, range(10), 16, cfg, nfe_budget=40)
     retain = [k for k in range(10) if k != 3]
-    student, hist = ds.damo_unlearn(teacher, S.subset(retain), S.subset([3]), [3], steps=60)
+    buffers = [b.clone() for b in teacher.buffers()]
+    student, hist = ds.damo_unlearn(teacher, S.subset(retain), S.subset([3]), [3], steps=60,
+                                    self_conflict=True)
+    assert len(hist["cos_RR"]) == 60
+    # the student's BatchNorm statistics stay the original's (eval mode during DAMO)
+    assert all(torch.equal(a, b) for a, b in zip(buffers, student.buffers()))
     scores = ds.evaluate(student, data, [3])
     base = ds.evaluate(teacher, data, [3])
     assert scores["forget acc (test)"] < 0.2
@@ -288,3 +304,233 @@ def test_accuracy_bad_labels():
         ds.accuracy(model, torch.rand(2, 4), torch.tensor([0, 5]))
     with pytest.raises(ValueError, match="^X"):
         ds.accuracy(model, torch.rand(2, 5, 1), torch.tensor([0, 1]))
+
+
+# ------------------------------------------------------------------ second pass: energy, prior, MIA
+def bn_model(d=4, K=3):
+    torch.manual_seed(0)
+    return ds.MLP(d, (6,), K, batchnorm=True).eval()
+
+
+def test_class_energy_is_the_jem_joint_energy():
+    model = bn_model()
+    x, y = torch.rand(7, 4), torch.tensor([0, 1, 2, 0, 1, 2, 0])
+    with torch.no_grad():
+        f = model(x)
+        e = ds.class_energy(model, x, y)
+    assert torch.allclose(e, -f.gather(1, y[:, None])[:, 0], atol=1e-5)
+    lse = -torch.logsumexp(f, 1) - torch.log_softmax(f, 1).gather(1, y[:, None])[:, 0]
+    assert torch.allclose(e, lse, atol=1e-6)
+
+
+def test_class_energy_refuses_bad_input():
+    model = bn_model()
+    y = torch.tensor([0, 1])
+    for bad in (float("nan"), float("inf")):
+        x = torch.rand(2, 4)
+        x[1, 2] = bad
+        with pytest.raises(ValueError, match="^x"):
+            ds.class_energy(model, x, y)
+    with pytest.raises(ValueError, match="^x"):
+        ds.class_energy(model, torch.zeros(0, 4), y[:0])
+    with pytest.raises(ValueError, match="^x"):
+        ds.class_energy(model, torch.rand(4), y)
+    with pytest.raises(ValueError, match="^y"):
+        ds.class_energy(model, torch.rand(2, 4), torch.tensor([0, 3]))
+    with pytest.raises(ValueError, match="^y"):
+        ds.class_energy(model, torch.rand(2, 4), torch.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError, match="^prior"):
+        ds.class_energy(model, torch.rand(2, 4), y, prior=-1.0)
+
+
+def test_bn_prior_vanishes_at_the_stored_statistics_and_grows_away_from_them():
+    model = bn_model()
+    x = torch.randn(256, 4, generator=torch.Generator().manual_seed(1))
+    bn = model.features[1]
+    with torch.no_grad():
+        a = model.features[0](x)
+        bn.running_mean.copy_(a.mean(0))
+        bn.running_var.copy_(a.var(0, unbiased=False) - bn.eps)
+    with torch.no_grad():
+        assert float(ds.bn_prior(model, x)) < 1e-8
+        assert float(ds.bn_prior(model, x + 1.0)) > 0.01
+        assert float(ds.bn_prior(model, 3.0 * x)) > 0.01
+        assert float(ds.bn_prior(linear_model(), x)) == 0.0  # no BatchNorm, no prior
+    assert model.training is False and torch.equal(bn.running_mean, a.mean(0))
+
+
+def test_model_energy_grad_adds_the_weighted_prior_and_its_gradient():
+    model = bn_model()
+    x, y = torch.rand(16, 4), torch.tensor([0, 1, 2, 0] * 4)
+    share, grad = ds.model_energy_grad(model, y, bn_weight=2.0)(x)
+    with torch.no_grad():
+        want = ds.class_energy(model, x, y) + 2.0 * ds.bn_prior(model, x)
+    assert torch.allclose(share, want, atol=1e-5)
+    xr = x.clone().requires_grad_(True)
+    u = ds.class_energy(model, xr, y).mean() + 2.0 * ds.bn_prior(model, xr)
+    (g,) = torch.autograd.grad(16 * u, xr)
+    assert torch.allclose(grad, g, atol=1e-5)
+    with pytest.raises(ValueError, match="^bn_weight"):
+        ds.model_energy_grad(model, y, bn_weight=-1.0)
+
+
+def test_the_prior_keeps_synthetic_digits_in_the_data_range():
+    """The review's finding: without the prior the samples sit on the faces of the box, far from
+    every real digit; with it they sit near the real data (the recipe fix of the second pass)."""
+    from companion.metta_class import digits
+
+    data = digits(seed=0)
+    teacher = ds.train_classifier(data.X_train, data.y_train, steps=150, seed=0)
+    cfg = ds.SamplerConfig(0.01, momentum=0.9, rk_order=2)
+    out = {}
+    for gamma in (0.0, 10.0):
+        S, _ = ds.synthesize(teacher, range(10), 10, cfg, nfe_budget=60, bn_weight=gamma)
+        out[gamma] = (float(((S.x == 0) | (S.x == 1)).float().mean()),
+                      ds.data_range_ranks(teacher, S.x, S.y, data.X_test, data.y_test,
+                                          data.X_train))
+    assert out[0.0][1]["nearest real"] > 0.999 and out[0.0][1]["energy"] < 0.01
+    assert out[10.0][1]["nearest real"] < 0.995 and out[10.0][1]["energy"] > 0.005
+    assert out[10.0][0] < out[0.0][0] - 0.3
+
+
+def test_discrimination_loss_refuses_labels_without_a_prototype():
+    protos, classes = torch.randn(3, 5), torch.tensor([0, 1, 2])
+    h = torch.randn(4, 5)
+    assert torch.isfinite(ds.discrimination_loss(h, torch.tensor([0, 1, 2, 0]), protos,
+                                                 classes, 1.0))
+    with pytest.raises(ValueError, match=r"^labels: classes \[5\] have no prototype"):
+        ds.discrimination_loss(h, torch.tensor([0, 1, 5, 0]), protos, classes, 1.0)
+    with pytest.raises(ValueError, match="^labels"):
+        ds.discrimination_loss(h, torch.tensor([0, 1]), protos, classes, 1.0)
+    with pytest.raises(ValueError, match="^labels"):
+        ds.discrimination_loss(h, torch.zeros(4), protos, classes, 1.0)
+    bad = h.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="^features"):
+        ds.discrimination_loss(bad, torch.tensor([0, 1, 2, 0]), protos, classes, 1.0)
+    with pytest.raises(ValueError, match="^prototypes"):
+        ds.discrimination_loss(h, torch.tensor([0, 1, 2, 0]), torch.randn(3, 4), classes, 1.0)
+    with pytest.raises(ValueError, match="^proto_classes"):
+        ds.discrimination_loss(h, torch.tensor([0, 1, 2, 0]), protos, torch.tensor([0, 1]),
+                               1.0)
+    with pytest.raises(ValueError, match="^tau"):
+        ds.discrimination_loss(h, torch.tensor([0, 1, 2, 0]), protos, classes, 0.0)
+
+
+class _Margin(nn.Module):
+    """Two logits whose true-label (label 0) log-odds is x[:, 0]; ``shift`` is added to logit 0."""
+
+    def __init__(self, shift=0.0):
+        super().__init__()
+        self.head = nn.Linear(1, 2)
+        self.shift = shift
+
+    def forward(self, x):
+        return torch.stack([x[:, 0] + self.shift, torch.zeros(len(x))], 1)
+
+
+def test_logit_margin_is_the_log_odds_of_the_true_label():
+    x, y = torch.tensor([[2.0], [-1.0]]), torch.tensor([0, 0])
+    assert np.allclose(ds.logit_margin(_Margin(), x, y), [2.0, -1.0])
+    assert np.allclose(ds.logit_margin(_Margin(), x, torch.tensor([1, 1])), [-2.0, 1.0])
+
+
+def test_mia_auroc_is_one_when_members_stand_out_and_chance_when_they_do_not():
+    gen = torch.Generator().manual_seed(0)
+    y = torch.zeros(300, dtype=torch.long)
+    member, non = 3 + torch.randn(300, 1, generator=gen), torch.randn(300, 1, generator=gen)
+    same = torch.randn(300, 1, generator=gen)
+    assert ds.mia_auroc(_Margin(), member, y, non, y) > 0.97
+    assert abs(ds.mia_auroc(_Margin(), same, y, non, y) - 0.5) < 0.07
+    # masking a logit by a constant (head surgery) does not change the ranking
+    assert ds.mia_auroc(_Margin(-1e4), member, y, non, y) == ds.mia_auroc(_Margin(), member, y,
+                                                                         non, y)
+    with pytest.raises(ValueError, match="^X"):
+        ds.mia_auroc(_Margin(), member, y, torch.zeros(0, 1), y[:0])
+
+
+def test_percentile_rank_and_data_range_ranks():
+    ref = np.arange(100.0)
+    assert ds.percentile_rank([49.5], ref) == 0.5
+    assert ds.percentile_rank([-5.0, -4.0, -3.0], ref) == 0.0
+    assert ds.percentile_rank([1e3], ref) == 1.0
+    with pytest.raises(ValueError, match="^values"):
+        ds.percentile_rank([float("nan")], ref)
+    with pytest.raises(ValueError, match="^reference"):
+        ds.percentile_rank([1.0], [])
+    from companion.metta_class import digits
+
+    data = digits(seed=0)
+    model = ds.train_classifier(data.X_train, data.y_train, steps=60, seed=0)
+    half = len(data.X_test) // 2
+    real = ds.data_range_ranks(model, data.X_test[:half], data.y_test[:half],
+                               data.X_test[half:], data.y_test[half:], data.X_train)
+    assert all(0.3 < v < 0.7 for v in real.values()), real  # real against real: the middle
+    noise = torch.rand(100, 64, generator=torch.Generator().manual_seed(0))
+    far = ds.data_range_ranks(model, noise, data.y_test[:100], data.X_test, data.y_test,
+                              data.X_train)
+    assert far["nearest real"] == 1.0
+    with pytest.raises(ValueError, match="^y"):
+        ds.data_range_ranks(model, noise, data.y_test[:99], data.X_test, data.y_test,
+                            data.X_train)
+
+
+def test_level_between_and_the_mean_threshold():
+    assert ds.level_between(30.0, -10.0, 0.9) == pytest.approx(-6.0)
+    with pytest.raises(ValueError, match="^start, target"):
+        ds.level_between(-10.0, 30.0)
+    with pytest.raises(ValueError, match="^start, target"):
+        ds.level_between(float("nan"), 0.0)
+    with pytest.raises(ValueError, match="^fraction"):
+        ds.level_between(1.0, 0.0, 1.0)
+    trace = {"nfe": [0, 1, 2], "energy": [torch.tensor([0.0, 10.0, 10.0]),
+                                          torch.tensor([0.0, 4.0, 4.0]),
+                                          torch.tensor([0.0, 2.0, 2.0])]}
+    assert ds.nfe_to_threshold(trace, 3.0, "mean") == 1  # mean 2.67 after one NFE
+    assert ds.nfe_to_threshold(trace, 3.0, "median") == 2  # median 4, then 2
+    assert ds.nfe_to_threshold(trace, 0.5, "mean") == math.inf
+    with pytest.raises(ValueError, match="^stat"):
+        ds.nfe_to_threshold(trace, 2.0, "max")
+    with pytest.raises(ValueError, match="^threshold"):
+        ds.nfe_to_threshold(trace, float("nan"))
+
+
+def test_sampler_study_runs_every_sampler_at_every_step():
+    model = bn_model()
+    runs = ds.sampler_study(model, {"euler": (1, 0.0), "rk2m": (2, 0.9)}, [0.01, 0.03],
+                            n_per_class=4, nfe_budget=6)
+    assert set(runs) == {"euler", "rk2m"} and all(set(r) == {0.01, 0.03} for r in runs.values())
+    assert runs["rk2m"][0.01]["trace"]["nfe"][-1] == 6
+    assert torch.equal(runs["euler"][0.01]["x0"], runs["rk2m"][0.03]["x0"])  # same starts
+    with pytest.raises(ValueError, match="^samplers"):
+        ds.sampler_study(model, {}, [0.01], n_per_class=4, nfe_budget=6)
+    with pytest.raises(ValueError, match="^steps"):
+        ds.sampler_study(model, {"euler": (1, 0.0)}, [], n_per_class=4, nfe_budget=6)
+    with pytest.raises(ValueError, match="^steps"):
+        ds.sampler_study(model, {"euler": (1, 0.0)}, [-0.1], n_per_class=4, nfe_budget=6)
+    with pytest.raises(ValueError, match="^n_per_class"):
+        ds.sampler_study(model, {"euler": (1, 0.0)}, [0.1], n_per_class=2.5, nfe_budget=6)
+
+
+def test_train_classifier_schedule_and_bad_input():
+    X, y = torch.rand(40, 4), torch.arange(40) % 3
+    model = ds.train_classifier(X, y, n_classes=3, hidden=(8,), steps=4, batch=8, seed=0)
+    assert any(isinstance(m, nn.BatchNorm1d) for m in model.modules()) and not model.training
+    with pytest.raises(ValueError, match="^milestones"):
+        ds.train_classifier(X, y, n_classes=3, steps=4, milestones=(1.5,))
+    with pytest.raises(ValueError, match="^lr"):
+        ds.train_classifier(X, y, n_classes=3, steps=4, lr=0.0)
+    with pytest.raises(ValueError, match="^steps"):
+        ds.train_classifier(X, y, n_classes=3, steps=2.5)
+    with pytest.raises(ValueError, match="^X"):
+        ds.train_classifier(torch.full((4, 4), float("nan")), y[:4], n_classes=3, steps=2)
+
+
+def test_bn_prior_bad_input():
+    model = bn_model()
+    with pytest.raises(ValueError, match="^x"):
+        ds.bn_prior(model, torch.rand(1, 4))  # one row has no batch statistics
+    with pytest.raises(ValueError, match="^x"):
+        ds.bn_prior(model, torch.full((3, 4), float("nan")))
+    with pytest.raises(ValueError, match="^x"):
+        ds.bn_prior(model, torch.rand(4))
