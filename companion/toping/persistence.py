@@ -94,11 +94,13 @@ def _pairing(num_nodes: int, edges: np.ndarray, order: np.ndarray,
     component each kills (the younger root, by ``birth`` then index: the elder rule), and the
     edges that close a cycle."""
     parent = list(range(num_nodes))
-    key = (list(range(num_nodes)) if birth is None
-           else sorted(range(num_nodes), key=lambda v: (birth[v], v)))
-    rank = [0] * num_nodes  # age order of the vertices: smaller is older
-    for r, v in enumerate(key):
-        rank[v] = r
+    if birth is None:
+        rank = list(range(num_nodes))  # age order of the vertices: smaller is older
+    else:
+        order_v = np.lexsort((np.arange(num_nodes), birth))  # by birth, then index
+        rank_v = np.empty(num_nodes, dtype=np.int64)
+        rank_v[order_v] = np.arange(num_nodes)
+        rank = rank_v.tolist()
 
     def find(a: int) -> int:
         while parent[a] != a:
