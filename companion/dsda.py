@@ -185,8 +185,9 @@ def bn_prior(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return _forward_with_prior(model, x)[1]
 
 
-def _forward_with_prior(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The logits f(x) and R(X) of eq. (dsda-bn) from one forward pass (inputs unchecked)."""
+def _forward_with_prior(model: nn.Module,
+                        x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The logits f(x) and R(X) of eq. (dsda-bn) from one forward pass (unchecked)."""
     layers = [m for m in model.modules() if isinstance(m, nn.BatchNorm1d)]
     if not layers:
         return model(x), x.new_zeros(())
@@ -437,7 +438,8 @@ def _disc(features: torch.Tensor, target: torch.Tensor, prototypes: torch.Tensor
     return F.cross_entropy(-torch.cdist(features, prototypes) ** 2 / tau, target)
 
 
-def pcgrad(grads: Sequence[torch.Tensor], generator: torch.Generator | None = None) -> torch.Tensor:
+def pcgrad(grads: Sequence[torch.Tensor],
+           generator: torch.Generator | None = None) -> torch.Tensor:
     """PCGrad, eq. (dsda-pcgrad): project each g_i (random order of the others) off every g_j it
     conflicts with, then sum the projected gradients."""
     if len(grads) == 0:
@@ -450,8 +452,9 @@ def pcgrad(grads: Sequence[torch.Tensor], generator: torch.Generator | None = No
     return _pcgrad(grads, generator)
 
 
-def _pcgrad(grads: Sequence[torch.Tensor], generator: torch.Generator | None) -> torch.Tensor:
-    """:func:`pcgrad` without the input checks (the DAMO loop's gradients are checked there)."""
+def _pcgrad(grads: Sequence[torch.Tensor],
+            generator: torch.Generator | None) -> torch.Tensor:
+    """:func:`pcgrad` without its input checks (DAMO checks its gradients itself)."""
     out = []
     for i, g in enumerate(grads):
         g = g.clone()
