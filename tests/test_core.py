@@ -170,14 +170,171 @@ def test_training_is_deterministic_and_records_every_term():
     (lambda: core.coral(np.ones((5, 2)), np.ones((5, 2)), eps=0), "eps"),
     (lambda: core.procrustes(np.ones((5, 2)), np.ones((4, 2))), "At"),
     (lambda: core.transfer_eval(np.ones((5, 2)), np.ones(4), np.ones((5, 2)), np.ones(5)), "ys"),
-    (lambda: core.transfer_eval(np.ones((5, 2)), np.ones(5), np.ones((5, 2)), np.full(5, np.nan)), "yt"),
-    (lambda: core.transfer_eval(np.ones((5, 2)), -np.ones(5), np.ones((5, 2)), np.ones(5)), "ys"),
-    (lambda: core.transfer_eval(np.ones((5, 2)), np.ones(5), np.ones((5, 2)), np.ones(5), "mse"), "protocol"),
+    (lambda: core.transfer_eval(np.ones((5, 2)), np.arange(1.0, 6), np.ones((5, 2)), np.full(5, np.nan)), "yt"),
+    (lambda: core.transfer_eval(np.ones((5, 2)), -np.arange(1.0, 6), np.ones((5, 2)), np.arange(1.0, 6)), "ys"),
+    (lambda: core.transfer_eval(np.ones((5, 2)), np.arange(1.0, 6), np.ones((5, 2)), np.arange(1.0, 6), "mse"),
+     "protocol"),
     (lambda: core.make_city_pair(n_a=1), "n_a"),
     (lambda: core.make_city_pair(n_a=20, n_b=20, topk=25), "topk"),
     (lambda: core.CoRE(torch.eye(3), torch.eye(3), cross="both"), "cross"),
     (lambda: core.anchor_pairs(np.zeros((3, 2)), np.ones((3, 2)), n=5), "n"),
+    (lambda: core.anchor_pairs(np.zeros((3, 2)), np.ones((3, 2)), n=0), "n"),
+    (lambda: core.anchor_pairs(np.zeros((3, 2)), np.ones((3, 2)), n=1.5), "n"),
+    (lambda: core.anchor_pairs(np.zeros((3, 2)), np.ones((3, 2)), mutual="yes"), "mutual"),
+    (lambda: core.procrustes(np.random.default_rng(0).normal(size=(3, 3)), np.ones((3, 3))), "As"),
+    (lambda: core.CoRE(torch.eye(3), torch.eye(3), self_loops="double"), "self_loops"),
+    (lambda: core.CoRE(torch.eye(3), torch.eye(3), use_align=False, use_rec=False), "use_align"),
+    (lambda: core.CoRE(torch.eye(3), -torch.eye(3)), "adj_t"),
+    (lambda: core.CoRE(torch.eye(3), torch.zeros(3, 3), self_loops="identity"), "adj_t"),
+    (lambda: core.DenseGAT(3, 2, heads=0), "heads"),
+    (lambda: core.DenseGAT(3, 2)(torch.randn(4, 3), torch.eye(3)), "adj"),
+    (lambda: core.graph_edges(torch.full((2, 2), float("nan"))), "adj"),
+    (lambda: core.untrained_pair(*core.make_city_pair(n_a=20, n_b=15), d=0), "d"),
 ])
 def test_bad_input_names_the_argument(call, name):
+    with pytest.raises(ValueError, match=rf"^{name}:"):
+        call()
+
+
+# --- second pass: the official encoder, the protocols' bad input, the diagnostics ---------------
+
+def _gatconv_reference(layer, x, adj):
+    """PyTorch Geometric's GATConv (concat=False, edge_dim=1, add_self_loops with fill 'mean'),
+    written as loops over regions from its documented formula."""
+    n, H, C = len(x), layer.heads, layer.d_out
+    A = adj.clone()
+    A.fill_diagonal_(0)
+    h = (x @ layer.lin.weight.T).view(n, H, C)
+    c = (layer.lin_edge.weight.view(H, C) * layer.att_edge).sum(-1)
+    out = torch.zeros(n, H, C, dtype=x.dtype)
+    for i in range(n):
+        nbrs = [j for j in range(n) if A[i, j] > 0]
+        weights = [A[i, j] for j in nbrs]
+        loop = sum(weights) / len(weights) if nbrs else torch.tensor(0.0)
+        srcs, ws = nbrs + [i], weights + [loop]
+        e = torch.stack([torch.nn.functional.leaky_relu(
+            (h[j] * layer.att_src).sum(-1) + (h[i] * layer.att_dst).sum(-1) + w * c, 0.2)
+            for j, w in zip(srcs, ws)])  # (edges, H)
+        alpha = torch.softmax(e, dim=0)
+        out[i] = (alpha[..., None] * h[srcs]).sum(0)
+    return out.mean(1) + layer.bias
+
+
+def test_gat_layer_matches_gatconv_formula_with_its_self_loops():
+    torch.manual_seed(0)
+    layer = core.DenseGAT(3, 4, heads=8).double()
+    adj = torch.tensor([[1.0, 0.5, 0.2, 0.0], [0.5, 1.0, 0.0, 0.0], [0.2, 0.0, 1.0, 0.0],
+                        [0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+    x = torch.randn(4, 3, dtype=torch.float64)
+    assert torch.allclose(layer(x, adj), _gatconv_reference(layer, x, adj), atol=1e-12)
+    # the diagonal of adj is replaced, not added to: any value gives the same layer
+    adj2 = adj.clone().fill_diagonal_(7.0)
+    assert torch.allclose(layer(x, adj2), layer(x, adj), atol=1e-12)
+    row, col, w = core.graph_edges(adj)
+    loops = row == col
+    assert loops.sum() == 4 and torch.allclose(w[loops], torch.tensor([0.35, 0.5, 0.2, 0.0], dtype=torch.float64))
+
+
+def test_identity_self_loops_keep_the_given_diagonal():
+    adj = torch.tensor([[2.0, 0.5], [0.5, 1.0]])
+    row, col, w = core.graph_edges(adj, "identity")
+    assert w[(row == 0) & (col == 0)].item() == 2.0
+    with pytest.raises(ValueError, match="^adj:"):
+        core.graph_edges(torch.tensor([[0.0, 1.0], [1.0, 1.0]]), "identity")
+
+
+def test_defaults_are_the_official_recipe():
+    import inspect
+    fit = inspect.signature(core.fit_pair).parameters
+    assert (fit["d"].default, fit["heads"].default, fit["epochs"].default, fit["lr"].default,
+            fit["n_probes"].default) == (128, 8, 600, 1e-3, 1000)
+    model = inspect.signature(core.CoRE).parameters
+    assert model["heads"].default == 8 and model["self_loops"].default == "mean"
+
+
+def test_mirror_leaves_align_and_mobility_unchanged(pair):
+    Hs, Ht, gen = pair
+    Q = torch.randn(16, 4, generator=gen, dtype=torch.float64)
+    od = torch.rand(5, 5, generator=gen, dtype=torch.float64).fill_diagonal_(0)
+    assert float(core.manifold_align_loss(Hs, -Ht, probes=Q)) == pytest.approx(
+        float(core.manifold_align_loss(Hs, Ht, probes=Q)), rel=1e-12)
+    assert float(core.mobility_loss(-Ht, od)) == pytest.approx(float(core.mobility_loss(Ht, od)), rel=1e-12)
+
+
+def test_transfer_protocol_uses_raw_embeddings_by_default():
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(80, 3))
+    y = np.exp(z @ np.array([0.5, -0.3, 0.2]))
+    Es, Et = z + 5.0, z[:60] - 5.0  # a shift between the cities: only standardising removes it
+    raw = core.transfer_eval(Es, y, Et, y[:60])
+    std = core.transfer_eval(Es, y, Et, y[:60], standardised=True)
+    assert std["r2"] > 0.9 and raw["r2"] < std["r2"]
+
+
+def test_latent_probe_and_axis_cosine():
+    rng = np.random.default_rng(0)
+    z_s, z_t = rng.normal(size=(120, 4)), rng.normal(size=(100, 4))
+    A = rng.normal(size=(4, 16))
+    Es, Et = z_s @ A + 0.01 * rng.normal(size=(120, 16)), z_t @ A + 0.01 * rng.normal(size=(100, 16))
+    assert core.latent_probe(Es, z_s) > 0.99
+    assert core.latent_probe(rng.normal(size=(120, 16)), z_s) < 0.2
+    Es, Et = z_s @ A, z_t @ A  # one shared map: shared axes
+    assert core.probe_direction_cosine(Es, z_s, Et, z_t).min() > 0.95
+    assert core.probe_direction_cosine(Es, z_s, -Et, z_t).max() < -0.95  # the mirror image
+    R = np.linalg.qr(rng.normal(size=(16, 16)))[0]
+    assert np.abs(core.probe_direction_cosine(Es, z_s, Et @ R, z_t)).mean() < 0.5  # unrelated axes
+
+
+def test_anchor_pairs_for_every_target_region():
+    rng = np.random.default_rng(0)
+    z_s, z_t = rng.normal(size=(30, 2)), rng.normal(size=(20, 2))
+    i, j = core.anchor_pairs(z_s, z_t, n=None, mutual=False)
+    assert len(j) == 20 and sorted(j) == list(range(20))
+    d = np.linalg.norm(z_s[:, None] - z_t[None], axis=-1)
+    assert np.array_equal(i, d.argmin(0)[j]) and np.all(np.diff(d[i, j]) >= 0)
+
+
+def test_untrained_pair_is_the_initial_model():
+    a, b = core.make_city_pair(n_a=30, n_b=25, seed=0)
+    Hs, Ht = core.untrained_pair(a, b, seed=3, d=8, heads=2)
+    Hs2, _ = core.untrained_pair(a, b, seed=3, d=8, heads=2)
+    assert Hs.shape == (30, 8) and Ht.shape == (25, 8) and np.array_equal(Hs, Hs2)
+
+
+E5, Y5 = np.arange(10.0).reshape(5, 2) ** 1.5, np.arange(1.0, 6.0)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: core.transfer_eval(E5, Y5, E5, Y5, alpha=0.0), "alpha"),
+    (lambda: core.transfer_eval(E5, Y5, E5, Y5, alpha=-1.0), "alpha"),
+    (lambda: core.transfer_eval(E5, Y5, E5, Y5, alpha=float("nan")), "alpha"),
+    (lambda: core.transfer_eval(E5, Y5, E5, Y5, alpha=float("inf")), "alpha"),
+    (lambda: core.transfer_eval(E5, Y5, E5, Y5, alpha=True), "alpha"),
+    (lambda: core.transfer_eval(E5, Y5, E5, Y5, alpha="1"), "alpha"),
+    (lambda: core.transfer_eval(E5, np.full(5, 3.0), E5, Y5), "ys"),
+    (lambda: core.transfer_eval(E5, Y5, E5, np.full(5, 3.0)), "yt"),
+    (lambda: core.transfer_eval(E5, Y5, E5, np.full(5, 3.0), protocol="official"), "yt"),
+    (lambda: core.transfer_eval(E5, Y5.astype(str), E5, Y5), "ys"),
+    (lambda: core.transfer_eval(E5, Y5 > 2, E5, Y5), "ys"),
+    (lambda: core.transfer_eval(E5, Y5, E5, Y5 + 1j), "yt"),
+    (lambda: core.transfer_eval(E5, Y5[:, None], E5, Y5), "ys"),
+    (lambda: core.transfer_eval(E5, Y5, E5, Y5, standardised="no"), "standardised"),
+    (lambda: core.transfer_eval(E5.astype(str), Y5, E5, Y5), "Es"),
+    (lambda: core.transfer_eval(E5, Y5, np.full((5, 2), np.inf), Y5), "Et"),
+    (lambda: core.transfer_eval(np.ones((0, 2)), Y5, E5, Y5), "Es"),
+    (lambda: core.type_agreement(E5, np.arange(5), E5, np.arange(4)), "types_t"),
+    (lambda: core.type_agreement(E5, np.arange(4), E5, np.arange(5)), "types_s"),
+    (lambda: core.type_agreement(E5, np.arange(5), E5, np.arange(5) + 0.5), "types_t"),
+    (lambda: core.type_agreement(E5, np.arange(5), E5, -np.arange(5)), "types_t"),
+    (lambda: core.chance_type_agreement(E5, np.arange(5), E5, np.arange(5.0)), "types_t"),
+    (lambda: core.chance_type_agreement(E5, np.arange(5), E5, np.arange(5), n_perm=0), "n_perm"),
+    (lambda: core.latent_probe(E5, np.ones((5, 2))), "z"),
+    (lambda: core.latent_probe(E5, np.arange(10.0).reshape(5, 2), folds=1), "folds"),
+    (lambda: core.latent_probe(E5, np.arange(10.0).reshape(5, 2), folds=6), "folds"),
+    (lambda: core.latent_probe(E5, np.arange(8.0).reshape(4, 2)), "z"),
+    (lambda: core.probe_direction_cosine(E5, np.arange(10.0).reshape(5, 2), E5,
+                                         np.arange(15.0).reshape(5, 3)), "z_t"),
+])
+def test_bad_input_of_the_protocols_names_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name}:"):
         call()

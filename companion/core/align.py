@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from companion.validation import as_positive_int
+
 
 def _emb(E, name: str, d: int | None = None) -> np.ndarray:
-    E = np.asarray(E, dtype=float)
+    raw = np.asarray(E)
+    if raw.dtype == np.bool_ or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        raise ValueError(f"{name}: expected a real-valued (N, d) array, got dtype {raw.dtype}")
+    E = raw.astype(float)
     if E.ndim != 2 or len(E) < 2:
         raise ValueError(f"{name}: expected a 2-D array (N, d) with N >= 2, got shape {E.shape}")
     if d is not None and E.shape[1] != d:
@@ -40,18 +45,34 @@ def procrustes(As, At) -> np.ndarray:
     At = _emb(At, "At", As.shape[1])
     if len(As) != len(At):
         raise ValueError(f"At: expected {len(As)} anchor rows like As, got {len(At)}")
+    if len(As) <= As.shape[1]:
+        raise ValueError(f"As: expected more than d = {As.shape[1]} anchor rows (centred anchors span at "
+                         f"most n - 1 directions, so fewer leave the rotation undetermined), got {len(As)}")
     U, _, Vt = np.linalg.svd((At - At.mean(0)).T @ (As - As.mean(0)))
     return U @ Vt
 
 
-def anchor_pairs(z_s, z_t, n: int = 20) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` pairs (i, j) of mutual nearest neighbours in the *true* latent space (ground truth:
-    a privileged baseline), the closest first."""
-    z_s, z_t = _emb(z_s, "z_s"), _emb(z_t, "z_t", np.shape(z_s)[1])
+def anchor_pairs(z_s, z_t, n: int | None = 20, mutual: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` pairs (i, j) of regions close in the *true* latent space (ground truth: a privileged
+    baseline), the closest first; ``n=None`` returns them all.
+
+    ``mutual=True``: pairs of mutual nearest neighbours; ``mutual=False``: every target region j
+    with its nearest source region i (as many pairs as target regions, so enough anchors for a
+    Procrustes map in d dimensions when N_t > d).
+    """
+    z_s = _emb(z_s, "z_s")
+    z_t = _emb(z_t, "z_t", z_s.shape[1])
+    if n is not None:
+        n = as_positive_int(n, "n")
+    if not isinstance(mutual, (bool, np.bool_)):
+        raise ValueError(f"mutual: expected a bool, got {mutual!r}")
     d = np.linalg.norm(z_s[:, None] - z_t[None], axis=-1)
     i_of_j, j_of_i = d.argmin(0), d.argmin(1)
-    j = np.flatnonzero(j_of_i[i_of_j] == np.arange(len(z_t)))
-    if len(j) < n:
-        raise ValueError(f"n: only {len(j)} mutual nearest neighbours exist, asked for {n}")
-    j = j[np.argsort(d[i_of_j[j], j])][:n]
+    j = np.arange(len(z_t))
+    if mutual:
+        j = np.flatnonzero(j_of_i[i_of_j] == j)
+    if n is not None and len(j) < n:
+        kind = "mutual nearest neighbours" if mutual else "target regions"
+        raise ValueError(f"n: only {len(j)} {kind} exist, asked for {n}")
+    j = j[np.argsort(d[i_of_j[j], j], kind="stable")][:n]
     return i_of_j[j], j

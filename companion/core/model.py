@@ -1,8 +1,9 @@
 """CoRE: per-city GAT encoders of free region embeddings, trained with intra-city mobility
 prediction and two cross-city alignment losses (manifold alignment and cycle reconstruction).
 
-Equation labels are those of the chapter. Graph layers are dense (an (N, N) weight matrix with
-self-loops, zero where there is no edge), which is exact and fast at a few hundred regions.
+Equation labels are those of the chapter. Graphs come as dense (N, N) weight matrices; the
+attention layers compute on their edge lists, with self-loops as PyTorch Geometric's GATConv adds
+them (the official encoder).
 """
 
 from __future__ import annotations
@@ -24,40 +25,98 @@ def _matrix(x, name: str, cols: int | None = None) -> None:
         raise ValueError(f"{name}: contains NaN or infinite values")
 
 
-class DenseGAT(nn.Module):
-    """One graph-attention layer on a dense weighted adjacency, heads averaged.
+SELF_LOOPS = ("mean", "identity")
 
-    For head r: e_ij = LeakyReLU(a_r'[W_r x_i ; W_r x_j] + c_r A_ij) on edges (A_ij > 0),
-    alpha_ij = softmax_j(e_ij), out_i = mean_r sum_j alpha_ij W_r x_j + b.
-    The edge weight enters the logit as a one-dimensional edge feature, as in the paper's code.
+
+def graph_edges(adj: torch.Tensor, self_loops: str = "mean") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The edge list ``(row, col, weight)`` of a dense weighted adjacency, as a GAT layer sees it.
+
+    ``row`` is the receiving region i, ``col`` the sending region j (``adj[i, j] > 0``).
+    ``self_loops="mean"`` does what PyTorch Geometric's ``GATConv`` does by default (the official
+    encoder): the diagonal of ``adj`` is dropped and every region gets one self-loop whose edge
+    weight is the mean weight of its incoming edges (0 for an isolated region).
+    ``self_loops="identity"`` keeps the diagonal as given (it must be positive).
+    """
+    if self_loops not in SELF_LOOPS:
+        raise ValueError(f"self_loops: expected one of {SELF_LOOPS}, got {self_loops!r}")
+    if (not isinstance(adj, torch.Tensor) or adj.ndim != 2 or adj.shape[0] != adj.shape[1]
+            or adj.shape[0] < 1):
+        raise ValueError(f"adj: expected a square (N, N) tensor, got {getattr(adj, 'shape', type(adj).__name__)}")
+    if not bool(torch.isfinite(adj).all()) or bool((adj < 0).any()):
+        raise ValueError("adj: expected finite, non-negative edge weights")
+    n = len(adj)
+    eye = torch.eye(n, dtype=torch.bool, device=adj.device)
+    if self_loops == "identity":
+        if not bool((adj.diagonal() > 0).all()):
+            raise ValueError("adj: self_loops='identity' needs a positive diagonal (one self-loop per region)")
+        row, col = torch.nonzero(adj > 0, as_tuple=True)
+        return row, col, adj[row, col]
+    off = adj.masked_fill(eye, 0.0)
+    row, col = torch.nonzero(off > 0, as_tuple=True)
+    count = (off > 0).sum(1).clamp(min=1)
+    loop_w = off.sum(1) / count
+    idx = torch.arange(n, device=adj.device)
+    return (torch.cat([row, idx]), torch.cat([col, idx]), torch.cat([off[row, col], loop_w]))
+
+
+def dense_graph(adj: torch.Tensor, self_loops: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
+    """The edges of :func:`graph_edges` as a dense boolean mask and a dense weight matrix."""
+    row, col, w = graph_edges(adj, self_loops)
+    mask = torch.zeros(adj.shape, dtype=torch.bool, device=adj.device)
+    mask[row, col] = True
+    weight = torch.zeros_like(adj)
+    weight[row, col] = w
+    return mask, weight
+
+
+class DenseGAT(nn.Module):
+    """One graph-attention layer (PyTorch Geometric's ``GATConv`` with ``concat=False`` and a
+    one-dimensional edge feature, as in the official encoder), given a dense weighted adjacency.
+
+    For head r and an edge j -> i of weight w_ij: e_ij = LeakyReLU_0.2(a_r'W_r x_j + b_r'W_r x_i
+    + c_r w_ij), with c_r = sum_c (W^e_r)_c (a^e_r)_c as GATConv's edge projection gives;
+    alpha_ij = softmax over the edges into i; out_i = mean_r sum_j alpha_ij W_r x_j + bias.
+    Self-loops follow :func:`graph_edges`; the softmax runs on a dense (heads, N, N) mask.
     """
 
-    def __init__(self, d_in: int, d_out: int, heads: int = 4):
+    def __init__(self, d_in: int, d_out: int, heads: int = 8, self_loops: str = "mean"):
         super().__init__()
-        self.heads, self.d_out = heads, d_out
+        for name, value in [("d_in", d_in), ("d_out", d_out), ("heads", heads)]:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+        if self_loops not in SELF_LOOPS:
+            raise ValueError(f"self_loops: expected one of {SELF_LOOPS}, got {self_loops!r}")
+        self.heads, self.d_out, self.self_loops = heads, d_out, self_loops
         self.lin = nn.Linear(d_in, heads * d_out, bias=False)
+        self.lin_edge = nn.Linear(1, heads * d_out, bias=False)
         self.att_src = nn.Parameter(torch.empty(heads, d_out))
         self.att_dst = nn.Parameter(torch.empty(heads, d_out))
-        self.att_edge = nn.Parameter(torch.zeros(heads))
+        self.att_edge = nn.Parameter(torch.empty(heads, d_out))
         self.bias = nn.Parameter(torch.zeros(d_out))
-        nn.init.xavier_uniform_(self.att_src)
-        nn.init.xavier_uniform_(self.att_dst)
+        for p in (self.lin.weight, self.lin_edge.weight, self.att_src, self.att_dst, self.att_edge):
+            nn.init.xavier_uniform_(p)  # glorot, as GATConv initialises every weight
 
-    def attention(self, x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
-        """The attention weights (heads, N, N); each row sums to one over the edges."""
+    def _attention(self, x: torch.Tensor, graph) -> tuple[torch.Tensor, torch.Tensor]:
+        if isinstance(graph, torch.Tensor):
+            _matrix(x, "x", self.lin.in_features)
+            if graph.shape != (len(x), len(x)):
+                raise ValueError(f"adj: expected an ({len(x)}, {len(x)}) matrix, got shape {tuple(graph.shape)}")
+            graph = dense_graph(graph, self.self_loops)
+        mask, weight = graph
         h = self.lin(x).view(len(x), self.heads, self.d_out)
-        src = torch.einsum("nrd,rd->rn", h, self.att_src)
-        dst = torch.einsum("nrd,rd->rn", h, self.att_dst)
-        logits = F.leaky_relu(src[:, :, None] + dst[:, None, :] + self.att_edge[:, None, None] * adj, 0.2)
-        return torch.softmax(logits.masked_fill(adj <= 0, float("-inf")), dim=-1)
+        c = (self.lin_edge.weight.view(self.heads, self.d_out) * self.att_edge).sum(-1)
+        a_src, a_dst = (h * self.att_src).sum(-1).T, (h * self.att_dst).sum(-1).T  # (heads, N)
+        logits = F.leaky_relu(a_dst[:, :, None] + a_src[:, None, :] + c[:, None, None] * weight, 0.2)
+        return torch.softmax(logits.masked_fill(~mask, -math.inf), dim=-1), h
 
-    def forward(self, x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
-        if adj.shape != (len(x), len(x)) or not bool((adj.diagonal() > 0).all()):
-            raise ValueError(f"adj: expected an ({len(x)}, {len(x)}) matrix with self-loops, "
-                             f"got shape {tuple(adj.shape)}")
-        h = self.lin(x).view(len(x), self.heads, self.d_out)
-        out = torch.einsum("rij,jrd->ird", self.attention(x, adj), h)
-        return out.mean(1) + self.bias
+    def attention(self, x: torch.Tensor, adj) -> torch.Tensor:
+        """The attention weights (heads, N, N): row i over the regions j that send to i."""
+        return self._attention(x, adj)[0]
+
+    def forward(self, x: torch.Tensor, adj) -> torch.Tensor:
+        """``adj``: the dense (N, N) adjacency, or its ``dense_graph`` (computed once by CoRE)."""
+        att, h = self._attention(x, adj)
+        return torch.bmm(att, h.transpose(0, 1)).mean(0) + self.bias
 
 
 def mobility_loss(H: torch.Tensor, od: torch.Tensor) -> torch.Tensor:
@@ -129,23 +188,37 @@ class CoRE(nn.Module):
     each switchable), "moment" (explicit moment matching) or "none" (independent cities).
     """
 
-    def __init__(self, adj_s: torch.Tensor, adj_t: torch.Tensor, d: int = 32, heads: int = 4,
-                 cross: str = "core", use_align: bool = True, use_rec: bool = True):
+    def __init__(self, adj_s: torch.Tensor, adj_t: torch.Tensor, d: int = 128, heads: int = 8,
+                 cross: str = "core", use_align: bool = True, use_rec: bool = True,
+                 self_loops: str = "mean"):
         super().__init__()
         if cross not in CROSS:
             raise ValueError(f"cross: expected one of {CROSS}, got {cross!r}")
-        if not isinstance(d, int) or d < 1:
+        if not isinstance(d, int) or isinstance(d, bool) or d < 1:
             raise ValueError(f"d: expected a positive integer, got {d!r}")
+        if self_loops not in SELF_LOOPS:
+            raise ValueError(f"self_loops: expected one of {SELF_LOOPS}, got {self_loops!r}")
         for name, adj in [("adj_s", adj_s), ("adj_t", adj_t)]:
-            if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
-                raise ValueError(f"{name}: expected a square (N, N) matrix, got {tuple(adj.shape)}")
+            if not isinstance(adj, torch.Tensor) or adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
+                raise ValueError(f"{name}: expected a square (N, N) tensor, got {getattr(adj, 'shape', adj)!r}")
+            try:
+                graph_edges(adj, self_loops)
+            except ValueError as err:
+                raise ValueError(f"{name}: {str(err).split(': ', 1)[1]}") from None
+        if cross == "core" and not (use_align or use_rec):
+            raise ValueError("use_align: cross='core' needs at least one of use_align and use_rec "
+                             "(use cross='none' for independent cities)")
         self.cross, self.use_align, self.use_rec = cross, use_align, use_rec
         self.register_buffer("adj_s", adj_s)
         self.register_buffer("adj_t", adj_t)
+        for city, adj in (("s", adj_s), ("t", adj_t)):  # the GAT's edges, computed once
+            mask, weight = dense_graph(adj, self_loops)
+            self.register_buffer(f"mask_{city}", mask)
+            self.register_buffer(f"weight_{city}", weight)
         self.X_s = nn.Embedding(len(adj_s), d)
         self.X_t = nn.Embedding(len(adj_t), d)
-        self.gat_s = nn.ModuleList([DenseGAT(d, d, heads) for _ in range(2)])
-        self.gat_t = nn.ModuleList([DenseGAT(d, d, heads) for _ in range(2)])
+        self.gat_s = nn.ModuleList([DenseGAT(d, d, heads, self_loops) for _ in range(2)])
+        self.gat_t = nn.ModuleList([DenseGAT(d, d, heads, self_loops) for _ in range(2)])
         self.act = nn.PReLU()
         self.q, self.k = nn.Linear(d, d), nn.Linear(d, d)
 
@@ -154,8 +227,8 @@ class CoRE(nn.Module):
 
     def embeddings(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(H^s, H^t): the two cities' region embeddings, eq. (core-encoder)."""
-        return (self._encode(self.X_s.weight, self.gat_s, self.adj_s),
-                self._encode(self.X_t.weight, self.gat_t, self.adj_t))
+        return (self._encode(self.X_s.weight, self.gat_s, (self.mask_s, self.weight_s)),
+                self._encode(self.X_t.weight, self.gat_t, (self.mask_t, self.weight_t)))
 
     def loss(self, od_s: torch.Tensor, od_t: torch.Tensor, n_probes: int = 256,
              generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
@@ -195,9 +268,12 @@ def train_core(model: CoRE, od_s: torch.Tensor, od_t: torch.Tensor, epochs: int 
     return history
 
 
-def fit_pair(city_s, city_t, cross: str = "core", seed: int = 0, d: int = 32, heads: int = 2,
-             epochs: int = 200, lr: float = 1e-2, n_probes: int = 256, **switches):
+def fit_pair(city_s, city_t, cross: str = "core", seed: int = 0, d: int = 128, heads: int = 8,
+             epochs: int = 600, lr: float = 1e-3, n_probes: int = 1000, **switches):
     """Train one model on a :class:`~companion.core.synthetic.CityData` pair from seed ``seed``.
+
+    The defaults are the official recipe (``train.py`` and ``Model/CoRE.py`` of AIMUrban/CoRE:
+    d = 128, 8 heads, 600 epochs of Adam at 1e-3, 1000 probes); the chapter scales them.
 
     Returns (H^s, H^t) as numpy arrays, the training history and the trained model.
     """
@@ -208,6 +284,17 @@ def fit_pair(city_s, city_t, cross: str = "core", seed: int = 0, d: int = 32, he
     with torch.no_grad():
         Hs, Ht = model.embeddings()
     return Hs.numpy(), Ht.numpy(), history, model
+
+
+@torch.no_grad()
+def untrained_pair(city_s, city_t, seed: int = 0, d: int = 128, heads: int = 8, **switches):
+    """(H^s, H^t) of the model :func:`fit_pair` would train from seed ``seed``, before any step:
+    the null of the transfer claims (the same architecture and initialisation, no training)."""
+    f32 = lambda a: torch.tensor(a, dtype=torch.float32)
+    torch.manual_seed(seed)
+    model = CoRE(f32(city_s.adj), f32(city_t.adj), d=d, heads=heads, **switches)
+    Hs, Ht = model.embeddings()
+    return Hs.numpy(), Ht.numpy()
 
 
 @torch.no_grad()
