@@ -664,3 +664,14 @@ def test_node_truth_perturbations_decoy_and_shortcuts():
     assert tp.cut_share([0.2, 0.6, 0.9, 0.1]) == 0.5
     with pytest.raises(ValueError, match="t: expected a cut"):
         tp.cut_share([0.2], t=1.0)
+
+
+def test_distribution_gap_of_one_graph_is_its_gap_and_refuses_bad_fs():
+    gs = tp.make_ba_house_grid(3, mode="housegrid", base_extra_edges=2, seed=5)
+    rng = np.random.default_rng(1)
+    fs = [rng.random(g.num_nodes) for g in gs]
+    assert tp.distribution_gap(gs[:1], fs[:1]) == pytest.approx(tp.topo_gap(gs[0], fs[0]), abs=1e-12)
+    # the optimal coupling can only lower the mean of the per-graph (identity-coupled) gaps
+    assert tp.distribution_gap(gs, fs) <= tp.topo_gaps(gs, fs).mean() + 1e-12
+    with pytest.raises(ValueError, match=r"fs\[2\]: must be finite"):
+        tp.distribution_gap(gs, fs[:2] + [np.full(gs[2].num_nodes, np.nan)])

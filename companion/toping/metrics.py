@@ -16,7 +16,7 @@ from companion.validation import as_1d_float_array, as_choice, as_positive_int
 
 __all__ = ["explanation_auc", "two_means_1d", "ashman_d", "cycle_edge_scores", "degree_edge_scores",
            "node_truth", "topo_gaps", "topo_gap", "perturbed_scores", "total_persistence",
-           "persistence_self_check", "cut_share"]
+           "persistence_self_check", "cut_share", "distribution_gap"]
 
 
 def explanation_auc(scores, edge_gt) -> float:
@@ -117,6 +117,39 @@ def topo_gaps(graphs: list[Graph], fs: list, t: float = 0.5, filtration: str = "
             split.append(np.split(pts[order], np.cumsum(np.bincount(seg, minlength=len(graphs)))[:-1]))
         gaps += [diagram_w1(p, q) for p, q in zip(*split)]
     return gaps
+
+
+def _part_diagrams(graphs, fs, t, filtration):
+    batch = collate(list(graphs))
+    f = torch.as_tensor(np.concatenate(fs), dtype=torch.float64)
+    cut = batch_node_cut_persistence if filtration == "node" else batch_cut_persistence
+    parts = cut(batch.x.shape[0], batch.edges, f, t, node_graph=batch.node_graph, num_graphs=batch.num_graphs)
+    out = []  # out[part][dim][graph] -> points
+    for d in parts:
+        dims = []
+        for dim in (0, 1):
+            pts, seg = (a.detach().cpu().numpy() for a in d.points(dim))
+            order = np.argsort(seg, kind="stable")
+            dims.append(np.split(pts[order], np.cumsum(np.bincount(seg, minlength=len(graphs)))[:-1]))
+        out.append(dims)
+    return out
+
+
+def distribution_gap(graphs: list[Graph], fs: list, t: float = 0.5, filtration: str = "node") -> float:
+    """The discrepancy of the paper's Def. 3.2 between the *distributions* of ``T_X`` and
+    ``T_eps`` over ``graphs``: the optimal coupling of the two empirical measures (an assignment
+    of graphs' rationale diagrams to graphs' complement diagrams), with the per-pair W1 of eq.
+    ``toping-w1`` (dimensions 0 and 1 added) as ground cost in place of the bottleneck distance."""
+    from scipy.optimize import linear_sum_assignment
+
+    filtration = as_choice(filtration, "filtration", FILTRATIONS)
+    fs = _check_fs(graphs, fs, filtration)
+    (x0, x1), (e0, e1) = _part_diagrams(graphs, fs, t, filtration)
+    n = len(graphs)
+    cost = np.array([[diagram_w1(x0[i], e0[j]) + diagram_w1(x1[i], e1[j]) for j in range(n)]
+                     for i in range(n)])
+    r, c = linear_sum_assignment(cost)
+    return float(cost[r, c].mean())
 
 
 def topo_gap(graph: Graph, f, t: float = 0.5, filtration: str = "node") -> float:
