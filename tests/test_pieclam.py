@@ -538,3 +538,16 @@ def test_flow_rejects_bad_coupling_settings(kwargs, match):
 def test_config_rejects_bad_flow_settings(kwargs, match):
     with pytest.raises(ValueError, match=match):
         pc.ClamConfig(**kwargs)
+
+
+def test_gae_learns_held_out_links_and_checks_its_input():
+    ei, n, _ = pc.nx_graph("karate")
+    aucs = []
+    for k in range(3):
+        tr, tp, tn = pc.link_split(ei, n, seed=k)
+        Z = pc.fit_gae(tr, n, masked_pairs=torch.cat([tp, tn], 1), seed=k)
+        assert Z.shape == (n, 16) and Z.dtype == torch.float64
+        aucs.append(pc.roc_auc(pc.gae_probs(Z, tp).numpy(), pc.gae_probs(Z, tn).numpy()))
+    assert np.mean(aucs) > 0.6
+    with pytest.raises(ValueError, match="edge_index"):
+        pc.fit_gae(torch.tensor([[0, 1], [1, 2]]), 3)  # one direction only

@@ -48,13 +48,14 @@ def fit_gae(edge_index, num_nodes: int, masked_pairs=None, epochs: int = 200, hi
         known[masked_pairs[0], masked_pairs[1]] = known[masked_pairs[1], masked_pairs[0]] = False
     pos = A[known].sum()
     pos_weight = (known.sum() - pos) / pos
+    weight = known.float() / known.sum()  # the mean over the known dyads, without a gather per epoch
     model = GAE(num_nodes, hidden, out)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     for _ in range(epochs):
         opt.zero_grad()
         Z = model(A_hat)
-        logits = Z @ Z.T
-        loss = nn.functional.binary_cross_entropy_with_logits(logits[known], A[known], pos_weight=pos_weight)
+        loss = nn.functional.binary_cross_entropy_with_logits(Z @ Z.T, A, weight=weight, pos_weight=pos_weight,
+                                                              reduction="sum")
         loss.backward()
         opt.step()
     with torch.no_grad():

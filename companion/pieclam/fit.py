@@ -214,7 +214,7 @@ def fit_clam(edge_index, num_nodes: int, cfg: ClamConfig = ClamConfig(), attrs=N
         F = code_steps(F, cfg.warmup_steps, None)
     n_attrs = 0 if attrs is None else attrs.shape[1]
     prior = RealNVPPrior(cfg.dim + n_attrs, first=clam_split(cfg.dim, cfg.lorentz, n_attrs), **cfg.flow_kwargs())
-    opt = torch.optim.Adam(prior.parameters(), lr=cfg.lr_prior, weight_decay=cfg.weight_decay, foreach=True)
+    opt = torch.optim.Adam(prior.parameters(), lr=cfg.lr_prior, weight_decay=cfg.weight_decay, fused=True)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     result.history["prior_nll"] = []
     for _ in range(cfg.rounds):
@@ -243,7 +243,7 @@ def fit_flow(x: torch.Tensor, cfg: ClamConfig, first: torch.Tensor | None = None
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     prior = RealNVPPrior(x.shape[1], first=first, **cfg.flow_kwargs())
-    opt = torch.optim.Adam(prior.parameters(), lr=cfg.lr_prior, weight_decay=cfg.weight_decay, foreach=True)
+    opt = torch.optim.Adam(prior.parameters(), lr=cfg.lr_prior, weight_decay=cfg.weight_decay, fused=True)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
     for _ in range(cfg.rounds):
         _fit_prior(prior, opt, x, cfg.prior_steps, gen)
