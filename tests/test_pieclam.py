@@ -551,3 +551,13 @@ def test_gae_learns_held_out_links_and_checks_its_input():
     assert np.mean(aucs) > 0.6
     with pytest.raises(ValueError, match="edge_index"):
         pc.fit_gae(torch.tensor([[0, 1], [1, 2]]), 3)  # one direction only
+
+
+@pytest.mark.parametrize("x, cfg, match", [
+    (torch.zeros(1, 2), pc.ClamConfig(dim=2), "x"), (torch.zeros(5), pc.ClamConfig(dim=2), "x"),
+    (torch.tensor([[0.0, 1.0], [np.nan, 1.0]]), pc.ClamConfig(dim=2), "x"),
+    (torch.zeros(5, 2), {"dim": 2}, "cfg"),
+])
+def test_fit_flow_rejects_bad_input(x, cfg, match):
+    with pytest.raises(ValueError, match=match):
+        pc.fit_flow(x, cfg)

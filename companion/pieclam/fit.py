@@ -237,6 +237,8 @@ def fit_flow(x: torch.Tensor, cfg: ClamConfig, first: torch.Tensor | None = None
     """The prior of :func:`fit_clam` fitted to fixed points ``x`` (N x d), with no graph: the same
     flow, noise, learning rates and number of p-steps (``(rounds + 1) * prior_steps``, noise and
     learning rate halved after each round). A reference for what the flow can do with exact codes."""
+    if not isinstance(cfg, ClamConfig):
+        raise ValueError(f"cfg: expected a ClamConfig, got {type(cfg).__name__}")
     x = torch.as_tensor(x).double()
     if x.ndim != 2 or x.shape[0] < 2 or not bool(torch.isfinite(x).all()):
         raise ValueError(f"x: expected finite points of shape (N, d), N >= 2, got {tuple(x.shape)}")
