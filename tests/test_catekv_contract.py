@@ -130,3 +130,19 @@ def test_bad_input_names_the_argument(model):
         ev.llama_kv_projection(adaptive_ratio=1.5)
     with pytest.raises(ValueError, match="^budget"):
         ev.llama_kv_projection(budget=2048.5)
+
+
+def test_cv_from_window_at_several_levels_equals_one_level_at_a_time():
+    g = torch.Generator().manual_seed(3)
+    attn = [torch.rand(3, 2, 16, 40, generator=g).softmax(-1) for _ in range(2)]
+    for f in (1.0, 0.8):
+        levels = [0.5, 0.9, 0.99]
+        many = heads.cv_from_window(attn, 4, levels, f)
+        assert many.shape == (3, 3, 2, 2)
+        for k, cv in zip(levels, many):
+            assert torch.allclose(cv, heads.cv_from_window(attn, 4, k, f))
+            assert torch.allclose(cv[:, 0], heads.head_cv(attn[0], 4, k, f))
+    with pytest.raises(ValueError, match="^top_threshold"):
+        heads.cv_from_window(attn, 4, [])
+    with pytest.raises(ValueError, match="^top_threshold"):
+        heads.cv_from_window(attn, 4, [0.5, 1.5])

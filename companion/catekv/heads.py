@@ -70,20 +70,22 @@ def chunk_hits(attn_mid: torch.Tensor, chunk: int, top_threshold: float = 0.5, t
     """
     chunk = as_positive_int(chunk, "chunk")
     k = as_probability(top_threshold, "top_threshold", low_open=False, high_open=False)
-    f = as_probability(top_fraction, "top_fraction", low_open=True, high_open=False)
-    if f < 0.5:
-        raise ValueError(f"top_fraction: expected a value in [0.5, 1], got {f}")
     _check_attn(attn_mid, chunk)
-    flat = attn_mid.flatten(-2).float()
-    if f == 1.0:  # the 0- and 1-quantiles are the extremes: no sort needed
-        lo, hi = flat.amin(-1), flat.amax(-1)
-    else:
-        lo = torch.quantile(flat, 1 - f, dim=-1)
-        hi = torch.quantile(flat, f, dim=-1)
+    lo, hi = _quantiles(attn_mid, top_fraction)  # Q(1 - f), Q(f) per head
     tau = (lo + k * (hi - lo))[..., None, None]
     W, T = attn_mid.shape[-2:]
     chunk_max = attn_mid.reshape(*attn_mid.shape[:-1], T // chunk, chunk).amax(-1)  # [..., W, M]
     return (chunk_max > tau).sum(-2).float() if k < 1 else (chunk_max >= tau).sum(-2).float()
+
+
+def _quantiles(attn_mid: torch.Tensor, top_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
+    f = as_probability(top_fraction, "top_fraction", low_open=True, high_open=False)
+    if f < 0.5:
+        raise ValueError(f"top_fraction: expected a value in [0.5, 1], got {f}")
+    flat = attn_mid.flatten(-2).float()
+    if f == 1.0:  # the 0- and 1-quantiles are the extremes: no sort needed
+        return flat.amin(-1), flat.amax(-1)
+    return torch.quantile(flat, 1 - f, dim=-1), torch.quantile(flat, f, dim=-1)
 
 
 def head_cv(attn_mid: torch.Tensor, chunk: int, top_threshold: float = 0.5, top_fraction: float = 1.0) -> torch.Tensor:
@@ -93,7 +95,6 @@ def head_cv(attn_mid: torch.Tensor, chunk: int, top_threshold: float = 0.5, top_
     return hits.std(-1) / torch.where(mean == 0, torch.full_like(mean, 1e-10), mean)
 
 
-@torch.no_grad()
 def collect_cv(model, prompts: torch.Tensor, cfg) -> torch.Tensor:
     """CV of every KV head of every layer on each reference prompt: [N, L, Hkv]."""
     if not isinstance(prompts, torch.Tensor) or prompts.dim() != 2 or prompts.shape[0] == 0:
@@ -106,16 +107,35 @@ def collect_cv(model, prompts: torch.Tensor, cfg) -> torch.Tensor:
     return torch.stack(cvs, 1)
 
 
-def cv_from_window(attn_mid: list[torch.Tensor], chunk: int, top_threshold: float = 0.5,
+def cv_from_window(attn_mid: list[torch.Tensor], chunk: int, top_threshold=0.5,
                    top_fraction: float = 1.0) -> torch.Tensor:
     """The CVs of :func:`collect_cv` from a prefill's window attention over the middle (``attn_mid``, one
     [N, Hkv, W, T_mid] tensor per layer, as :class:`companion.catekv.evaluate.Prefill` keeps it), so that
-    several thresholds can be tried on one prefill: [N, L, Hkv]."""
+    several thresholds can be tried on one prefill: [N, L, Hkv]. A sequence of levels ``top_threshold``
+    gives [K, N, L, Hkv], one per level, with the quantiles of ``top_fraction`` taken once per layer."""
     if not isinstance(attn_mid, (list, tuple)) or not attn_mid:
         raise ValueError("attn_mid: expected a non-empty list of [N, Hkv, W, T_mid] tensors, one per layer")
     if any(not isinstance(a, torch.Tensor) or a.dim() != 4 for a in attn_mid):
         raise ValueError("attn_mid: every layer's entry must be a tensor [N, Hkv, W, T_mid]")
-    return torch.stack([head_cv(a, chunk, top_threshold, top_fraction) for a in attn_mid], 1).cpu()
+    many = isinstance(top_threshold, (list, tuple))
+    levels = [as_probability(k, "top_threshold", low_open=False, high_open=False)
+              for k in (top_threshold if many else (top_threshold,))]
+    if not levels:
+        raise ValueError("top_threshold: expected a level k or a non-empty sequence of levels")
+    chunk = as_positive_int(chunk, "chunk")
+    per_level = [[] for _ in levels]
+    for a in attn_mid:
+        _check_attn(a, chunk)
+        lo, hi = _quantiles(a, top_fraction)
+        T = a.shape[-1]
+        chunk_max = a.reshape(*a.shape[:-1], T // chunk, chunk).amax(-1)
+        for i, k in enumerate(levels):  # eqs. (catekv-threshold)-(catekv-cv), as in head_cv
+            tau = (lo + k * (hi - lo))[..., None, None]
+            hits = (chunk_max > tau).sum(-2).float() if k < 1 else (chunk_max >= tau).sum(-2).float()
+            mean = hits.mean(-1)
+            per_level[i].append(hits.std(-1) / torch.where(mean == 0, torch.full_like(mean, 1e-10), mean))
+    cvs = torch.stack([torch.stack(layers, 1) for layers in per_level]).cpu()
+    return cvs if many else cvs[0]
 
 
 def head_votes(cv: torch.Tensor, adaptive_ratio: float) -> torch.Tensor:
