@@ -52,3 +52,25 @@ def test_heun_checker_accepts_the_package_and_names_mistakes():
     assert "factor 1/2" in str(ex.check_heun(no_half))
     assert "climbs the energy" in str(ex.check_heun(
         lambda g, x, a, lo, hi: -package(g, x, a, lo, hi)))
+
+
+def test_auroc_checker_accepts_the_rank_definition_and_names_mistakes():
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    def sk(s_in, s_out):
+        return roc_auc_score(np.r_[np.ones(len(s_in)), np.zeros(len(s_out))], np.r_[s_in, s_out]) \
+            if len(set(np.r_[s_in, s_out])) > 1 else 0.5
+
+    assert ex.check_auroc(sk).score == 2
+    assert "only strict wins" in str(ex.check_auroc(
+        lambda a, b: float((a[:, None] > b[None, :]).mean())))
+    assert "as a win (>=)" in str(ex.check_auroc(
+        lambda a, b: float((a[:, None] >= b[None, :]).mean())))
+    assert "swapped" in str(ex.check_auroc(lambda a, b: 1 - sk(a, b)))
+
+    def stub(a, b):
+        raise NotImplementedError()
+
+    report = ex.check_auroc(stub)
+    assert report.not_done and report.score == 0

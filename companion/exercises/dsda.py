@@ -1,7 +1,8 @@
 """Checkers for the exercises of the chapter *DSDA: unlearning a class without the training data*.
 
 * :func:`check_pcgrad` -- exercise 1, PCGrad for two tasks (label ``dsda-pcgrad``), 2 points;
-* :func:`check_heun` -- exercise 2, Heun's drift of the accelerated sampler (``dsda-rk2``), 2 points.
+* :func:`check_heun` -- exercise 2, Heun's drift of the accelerated sampler (``dsda-rk2``), 2 points;
+* :func:`check_auroc` -- exercise 3, the membership attack's AUROC (``dsda-mia``), 2 points.
 
 Each compares the student's answer with :mod:`companion.dsda` on cases built to expose one
 mistake each, and explains the mistake it finds, citing the equation as the page numbers it.
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from companion import dsda as ds
 from companion.exercises import Report, eq
 
-__all__ = ["check_pcgrad", "check_heun"]
+__all__ = ["check_pcgrad", "check_heun", "check_auroc"]
 
 
 def _tensor(report: Report, got, shape: tuple, what: str) -> torch.Tensor | None:
@@ -138,6 +140,58 @@ def check_heun(heun_drift: Callable) -> Report:
         else:
             msg = (f"{what}: got a drift that differs from {eq('dsda-rk2')} by up to "
                    f"{float((got - want).abs().max()):.3g}.")
+        report.check(False, msg)
+        return report
+    return report
+
+
+def _auroc_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    return [
+        ("members all above non-members", np.array([3.0, 4.0, 5.0]), np.array([0.0, 1.0, 2.0])),
+        ("members all below non-members", np.array([0.0, 1.0]), np.array([2.0, 3.0, 4.0])),
+        ("scores with ties across the two sets", np.array([1.0, 1.0, 2.0]), np.array([1.0, 0.0])),
+        ("every score equal (an attack that sees nothing)", np.zeros(4), np.zeros(5)),
+        ("200 members and 150 non-members, rounded (many ties)",
+         np.round(rng.normal(0.3, 1.0, 200), 1), np.round(rng.normal(0.0, 1.0, 150), 1)),
+    ]
+
+
+def _pairs(s_in: np.ndarray, s_out: np.ndarray) -> tuple[float, float]:
+    """P(s_in > s_out) and P(s_in = s_out) over all member/non-member pairs."""
+    diff = s_in[:, None] - s_out[None, :]
+    return float((diff > 0).mean()), float((diff == 0).mean())
+
+
+def check_auroc(membership_auroc: Callable) -> Report:
+    """Check ``membership_auroc(s_in, s_out)``: the AUROC of eq. (dsda-mia) from the members'
+    and non-members' scores, ties counting one half."""
+    report = Report("Exercise 3 (the membership AUROC)", points=2)
+    for what, s_in, s_out in _auroc_cases():
+        a, b = s_in.copy(), s_out.copy()
+        got = report.call_number(membership_auroc, a, b, what=what)
+        if got is None:
+            return report
+        if not report.check(np.array_equal(a, s_in) and np.array_equal(b, s_out),
+                            f"{what}: your function changed its inputs in place."):
+            return report
+        above, tie = _pairs(s_in, s_out)
+        want = above + 0.5 * tie
+        if abs(got - want) <= 1e-9:
+            report.check(True, "")
+            continue
+        if abs(got - above) <= 1e-9:
+            msg = (f"{what}: you count only strict wins, so a tied pair counts 0. In "
+                   f"{eq('dsda-mia')} a tie counts one half: an attack that cannot tell two "
+                   "images apart is guessing, and guessing is right half the time.")
+        elif abs(got - (above + tie)) <= 1e-9:
+            msg = (f"{what}: you count a tied pair as a win (>=). {eq('dsda-mia')} counts it "
+                   "one half, so that equal scores give chance, 0.5.")
+        elif abs(got - (1 - want)) <= 1e-9:
+            msg = (f"{what}: you swapped members and non-members. {eq('dsda-mia')} asks how "
+                   "often a member scores *above* a non-member.")
+        else:
+            msg = f"{what}: got {got:.4g}, expected {want:.4g} ({eq('dsda-mia')})."
         report.check(False, msg)
         return report
     return report
