@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import yaml
@@ -186,12 +185,12 @@ def md_table(df, formats: dict | None = None, float_format: str = "{:.3f}", inde
 
 
 class progress:
-    """Iterate with a progress bar in a terminal or a live notebook; one summary line in a built page.
+    """Iterate with a progress bar in a terminal or a live notebook; silently in a built page.
 
-    While ``tools/book.py`` executes a page for the HTML (``$BOOK_EXECUTING`` is set) no bar is
-    drawn: when the loop ends, one line says what ran and how long it took, so a page never
-    carries a wall of bar lines. Elsewhere it is ``tqdm.auto`` (a widget in Jupyter and Colab, a
-    text bar in a terminal).
+    While ``tools/book.py`` executes a page for the HTML (``$BOOK_EXECUTING`` is set) nothing is
+    drawn or printed: a reader of the page has no use for a bar, nor for how long a loop took on
+    the build machine (the chapter's wall time is in ``_build/timings.json``). Elsewhere it is
+    ``tqdm.auto`` (a widget in Jupyter and Colab, a text bar in a terminal).
     """
 
     def __init__(self, iterable, desc: str, total: int | None = None, **kwargs):
@@ -213,9 +212,4 @@ class progress:
                 from tqdm.std import tqdm
             yield from tqdm(self.iterable, desc=self.desc, total=self.total, **self.kwargs)
             return
-        start, count = time.perf_counter(), 0
-        for item in self.iterable:
-            count += 1
-            yield item
-        seconds = time.perf_counter() - start
-        print(f"{self.desc}: {count:,} iterations in {seconds:.1f} s", flush=True)
+        yield from self.iterable

@@ -61,6 +61,7 @@ import numpy as np
 from companion.book import glue_text, repo_root
 
 __all__ = ["KINDS", "HEADLINE_KINDS", "VERDICTS", "Claim", "Gate", "Diagnosis", "Departure", "CheckFailed",
+           "chapter_headline",
            "Ledger", "build_dir", "md_escape", "verdict_of", "contract_problems", "read_ledgers",
            "headline_counts", "summary_markdown", "ledger_markdown", "claims_table", "departures_table"]
 
@@ -731,6 +732,11 @@ def read_ledgers(folder: str | Path | None = None, order: list[str] | None = Non
                 raise ValueError(f"{f.name}: claim {claim.get('id')!r} lacks {sorted(keys - set(claim))}")
         ledgers.append(data)
     return sorted(ledgers, key=lambda led: (rank.get(led["chapter"], len(rank)), led["chapter"]))
+
+
+def chapter_headline(ledger: dict[str, Any]) -> str:
+    """The headline of one written ledger (what its chapter's verdict box opens with)."""
+    return _headline(ledger["claims"], ledger["scale"])
 
 
 def headline_counts(ledger: dict[str, Any]) -> dict[str, Any]:

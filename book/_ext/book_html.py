@@ -6,17 +6,23 @@ citation style.
   kept once.
 * The theme draws a search button in the header and a search field in the sidebar: the header
   one goes.
+* Part pages show each chapter's verdict: the role ``{verdict}`slug``` writes the headline of
+  ``_build/ledger/<slug>.json`` (the page is rebuilt when that ledger changes).
 * Citations: the text cites author-year ("Beirami et al. [2025]"), so the bibliography is
   labelled the same way ("[Beirami et al., 2025]") instead of with numbers.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from docutils import nodes
 from pybtex.plugin import register_plugin
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
+
+from companion.ledger import build_dir, chapter_headline
 
 
 def _surname(person) -> str:
@@ -96,7 +102,20 @@ def _read_bibliography(app, config) -> None:
     _SUFFIXES.update(disambiguate(entries))
 
 
+def verdict_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``{verdict}`slug```: the chapter's headline, read from its written ledger."""
+    env = inliner.document.settings.env
+    path = build_dir() / "ledger" / f"{text.strip()}.json"
+    if not path.is_file():
+        message = inliner.reporter.warning(f"no ledger for {text!r} at {path}: execute the chapter first",
+                                           line=lineno)
+        return [inliner.problematic(rawtext, rawtext, message)], [message]
+    env.note_dependency(str(path))
+    return [nodes.inline(rawtext, chapter_headline(json.loads(path.read_text())), classes=["verdict"])], []
+
+
 def setup(app):
+    app.add_role("verdict", verdict_role)
     register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
     app.connect("config-inited", _read_bibliography)
     app.connect("config-inited", _drop_header_search)

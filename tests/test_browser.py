@@ -1,0 +1,90 @@
+"""The built book in a browser, at a phone's width and a desktop's (``tools/browser.py``).
+
+Runs after ``tests/test_book.py`` has built ``_build/html`` (file order); alone, it builds the
+site from the executed chapters first. Every page is loaded in headless Chromium at 390 and
+1400 px; screenshots of the pages with a problem go to ``_build/browser/``.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tools import book, browser
+
+SITE = book.ROOT / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def site():
+    if not (SITE / "book" / "intro.html").exists():
+        missing = [d for d in book.chapters() if not book.executed_path(d).exists()]
+        if missing:
+            pytest.fail("run tests/test_book.py first: the chapters have not been executed")
+        book.html(strict=True)
+    return SITE
+
+
+def test_every_relative_link_and_anchor_resolves(site):
+    problems = browser.link_problems(site)
+    assert not problems, "\n".join(f"{p['page']}: {p['kind']} {p['what']}" for p in problems[:30])
+
+
+def test_the_book_serves_its_own_mathjax(site):
+    """The book reads offline: MathJax is copied into the site, not fetched from a CDN."""
+    assert (site / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    intro = (site / "book" / "intro.html").read_text()
+    assert "cdn.jsdelivr.net" not in intro and "_static/mathjax/tex-chtml.js" in intro
+
+
+@pytest.fixture(scope="module")
+def layout(site):
+    if not (shutil.which("chromedriver") and (shutil.which("chromium") or shutil.which("google-chrome"))):
+        pytest.fail("no Chromium: scripts/setup.sh installs it (apt-get install chromium chromium-driver)")
+    return browser.measure(site)
+
+
+def _report(problems):
+    return "\n".join(f"{p['page']} at {p['width']} px: {p['what']}" for p in problems[:30])
+
+
+@pytest.mark.parametrize("kind", ["page-wider-than-viewport", "cut-box", "eqno-overlap", "mathjax-error"])
+def test_no_page_has(layout, kind):
+    found = [p for p in layout if p["kind"] == kind]
+    assert not found, f"{len(found)} x {kind} (screenshots in _build/browser/):\n" + _report(found)
+
+
+def test_the_measurement_catches_what_it_looks_for(tmp_path):
+    """The browser test can fail: a page with each defect is caught, and its fixed twin is not."""
+    if not shutil.which("chromedriver"):
+        pytest.fail("no Chromium: scripts/setup.sh installs it")
+    wide = "x" * 400
+    formula = ("<div class='math' style='display:flex;flex-direction:row-reverse;overflow:hidden'>"
+               "<span class='eqno' style='flex-shrink:0{eqno}'>(1)</span>"
+               "<mjx-container display='true' style='display:block;flex-grow:1;overflow:{overflow}'>"
+               "<mjx-math style='display:inline-block;width:600px;height:20px'></mjx-math>"
+               "</mjx-container></div>")
+    head = ("<html><head><meta name='viewport' content='width=device-width, initial-scale=1'><script>"
+            "window.MathJax = {version: 'test', startup: {promise: Promise.resolve()}}</script></head>")
+    bad = tmp_path / "bad.html"
+    bad.write_text(
+        head + "<body><article class='bd-article' style='width:300px'>"
+        f"<table><tr><td style='white-space:nowrap'>{wide}</td></tr></table>"
+        f"<div class='highlight'><pre style='overflow:visible'>{wide}</pre></div>"
+        + formula.format(eqno=";position:relative;left:-100px", overflow="visible")
+        + "<a href='missing.html'>x</a><a href='#nowhere'>y</a></article></body></html>")
+    good = tmp_path / "good.html"
+    good.write_text(
+        head + "<body><article class='bd-article' style='width:300px'>"
+        f"<div style='overflow-x:auto'><table><tr><td style='white-space:nowrap'>{wide}</td></tr></table></div>"
+        f"<div class='highlight'><pre style='overflow:auto'>{wide}</pre></div>"
+        + formula.format(eqno="", overflow="auto")
+        + "<a id='here' href='#here'>y</a></article></body></html>")
+    found = browser.measure(tmp_path, widths=(390,), shots=None, only=[bad, good])
+    on_bad = [p for p in found if p["page"] == "bad.html"]
+    assert {p["kind"] for p in on_bad} == {"page-wider-than-viewport", "cut-box", "eqno-overlap"}, found
+    assert len([p for p in on_bad if p["kind"] == "cut-box"]) == 3, on_bad
+    assert not [p for p in found if p["page"] == "good.html"], found
+    links = browser.link_problems(tmp_path)
+    assert {(p["page"], p["kind"]) for p in links} == {("bad.html", "broken-link"), ("bad.html", "broken-anchor")}
