@@ -645,9 +645,9 @@ def _verdict_counts(claims: list[dict]) -> dict[str | None, int]:
 
 
 def claims_table(claims: list[Claim] | list[dict]) -> str:
-    """The claims of one chapter as a Markdown table: verdict, claim, kind, the paper, measured
-    (and its null), criterion."""
-    rows = ["| | claim | kind | the paper | measured (null) | holds if |", "|---|---|---|---|---|---|"]
+    """The claims of one chapter as a Markdown table: verdict, claim, measured (and its null),
+    criterion, then kind and the paper (what a phone shows first is what decides the verdict)."""
+    rows = ["| | claim | measured (null) | holds if | kind | the paper |", "|---|---|---|---|---|---|"]
     for c in claims:
         c = c if isinstance(c, dict) else c.to_dict()
         kind = c["kind"] + (", post hoc" if c["post_hoc"] else "")
@@ -655,8 +655,8 @@ def claims_table(claims: list[Claim] | list[dict]) -> str:
         if c.get("null_measured") is not None:
             measured += f" (null {md_escape(c['null_measured'])})"
         verdict = f"{_mark(c)} {md_escape(_verdict_phrase(c))}"
-        rows.append(f"| {verdict} | **{md_escape(c['id'])}**: {md_escape(c['statement'])} | {kind} "
-                    f"| {md_escape(c['paper'])} | {measured} | {md_escape(c['criterion'])} |")
+        rows.append(f"| {verdict} | **{md_escape(c['id'])}**: {md_escape(c['statement'])} | {measured} "
+                    f"| {md_escape(c['criterion'])} | {kind} | {md_escape(c['paper'])} |")
     return "\n".join(rows)
 
 
