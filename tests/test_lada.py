@@ -268,3 +268,68 @@ def test_weighted_ce_divides_the_weighted_sum_by_the_number_of_rows():
     ce = [math.log(1 + math.exp(-2.0)), math.log(1 + math.exp(-1.0)), math.log(2.0)]
     want = (4.0 * ce[0] + 1.0 * ce[1] + 0.5 * ce[2]) / 3
     assert math.isclose(float(lada.weighted_ce(logits, y, w)), want, rel_tol=1e-6)
+
+
+# --- issue 49: bad input refused, naming the argument --------------------------------------------
+
+def test_oracle_task_id_beyond_the_tasks_learned_is_refused_not_uninitialised():
+    """Old code: rows whose task id has no adapter were left as torch.empty garbage."""
+    learner = lada.TaskAdapters(6, epochs=1)
+    learner.learn_task(_toy_task(0, 2))
+    v = torch.ones(3, 6)
+    with pytest.raises(ValueError, match=r"task_id: expected ids in 0\.\.0"):
+        learner.predict(v, torch.tensor([0, 1, 5]), select="oracle")
+    with pytest.raises(ValueError, match="task_id"):
+        learner.predict(v, torch.tensor([0, -1, 0]), select="oracle")
+    with pytest.raises(ValueError, match="task_id: expected integer"):
+        learner.predict(v, torch.tensor([0.0, 0.0, 0.0]), select="oracle")
+    assert learner.predict(v, torch.tensor([0, 0, 0]), select="oracle").tolist() in ([0] * 3, [1] * 3)
+
+
+def _learned(cls, **kw):
+    learner = cls(6, epochs=1, **kw)
+    learner.learn_task(_toy_task(0, 2))
+    return learner
+
+
+def _stream_with_bad_test_labels():
+    task = _toy_task(0, 2)
+    return [Task(task.name, task.classes, task.train_x, task.train_y, task.test_x, task.test_y + 3)]
+
+
+_GOOD_A = np.array([[0.9, np.nan], [0.8, 0.7]])
+
+LADA_BAD_INPUTS = [
+    (lambda **kw: lada.LADALearner(6, **kw), dict(alpha=float("nan")), "alpha"),
+    (lambda **kw: lada.LADALearner(6, **kw), dict(alpha=float("inf")), "alpha"),
+    (lambda **kw: lada.LADALearner(6, **kw), dict(alpha=[1.0, 2.0]), "alpha"),
+    (lambda **kw: _learned(lada.TaskAdapters).predict(torch.ones(2, 6), select="oracle", **kw),
+     dict(task_id=torch.tensor([0, 3])), "task_id"),
+    (lambda **kw: _learned(lada.TaskAdapters).predict(torch.ones(2, 6), select="oracle", **kw),
+     dict(task_id=torch.tensor([-1, 0])), "task_id"),
+    (lambda **kw: lada.run_stream(lada.NCM(6), **kw), dict(stream=_stream_with_bad_test_labels()),
+     "test_y"),
+    (lambda **kw: lada.forgetting(**kw), dict(A=np.array([[1.5, np.nan], [0.8, 0.7]])), "A"),
+    (lambda **kw: lada.forgetting(**kw), dict(A=np.array([[0.9, np.nan], [-0.1, 0.7]])), "A"),
+    (lambda **kw: lada.last(**kw), dict(A=np.array([[0.9, np.nan], [0.8, 70.0]])), "A"),
+    (lambda **kw: lada.new_task_share(y=torch.tensor([0, 1, 2]), new_classes=[2], **kw),
+     dict(pred=torch.tensor([0, 1])), "pred"),
+    (lambda **kw: lada.new_task_share(y=torch.tensor([0, 1, 2]), new_classes=[2], **kw),
+     dict(pred=torch.zeros(3, 2, dtype=torch.int64)), "pred"),
+    (lambda **kw: lada.new_task_share(pred=torch.tensor([0, 1, 2]), new_classes=[2], **kw),
+     dict(y=torch.zeros(3, 1, dtype=torch.int64)), "y"),
+    (lambda **kw: lada.average_incremental(**kw), dict(step_accs=[0.5, float("nan")]), "step_accs"),
+    (lambda **kw: lada.task_recall(true=torch.tensor([0, 1]), **kw), dict(selected=torch.tensor([0])),
+     "selected"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", LADA_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)
+
+
+def test_accuracy_checks_keep_valid_matrices():
+    assert lada.forgetting(_GOOD_A) == pytest.approx(0.1)
+    assert lada.new_task_share(torch.tensor([2, 1, 2]), torch.tensor([0, 1, 2]), [2]) == 0.5

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 from torch import nn
 
-from companion.validation import as_choice, as_positive_int
+from companion.validation import as_choice, as_float_array, as_positive_int
 
 from .lada import CosineClassifier, DPTBank, LabelMemory, check_features, check_new_labels
 
@@ -188,6 +189,12 @@ class TaskAdapters(_Learner):
         if select == "oracle":
             if task_id is None or len(task_id) != len(v):
                 raise ValueError("task_id: the oracle selector needs the true task of every input")
+            task_id = torch.as_tensor(task_id)
+            if task_id.dtype.is_floating_point or task_id.dtype == torch.bool or task_id.is_complex():
+                raise ValueError(f"task_id: expected integer task ids, got dtype {task_id.dtype}")
+            if len(task_id) and (int(task_id.min()) < 0 or int(task_id.max()) >= len(self.adapters)):
+                raise ValueError(f"task_id: expected ids in 0..{len(self.adapters) - 1} (the tasks learned), "
+                                 f"got values in {int(task_id.min())}..{int(task_id.max())}")
             chosen = task_id.to(v.device)
         elif select == "centroid":
             chosen = (v @ torch.stack(self.keys).T).argmax(1)
@@ -214,7 +221,9 @@ class LADALearner(_Learner):
                  alpha: float = 1.0, beta: float = 1.0, eta: float = 64.0, scale: float = 16.0, **kw):
         super().__init__(dim, **kw)
         self.lam1 = as_positive_int(lam1, "lam1")
-        self.alpha = float(alpha)
+        if np.ndim(alpha) != 0:
+            raise ValueError(f"alpha: expected a finite real number, got shape {np.shape(alpha)}")
+        self.alpha = float(as_float_array(alpha, "alpha"))
         self.use_memory, self.use_dpt = bool(use_memory), bool(use_dpt)
         self.classifier = CosineClassifier(dim, scale)
         self.memory = LabelMemory(dim, beta) if use_memory else None

@@ -23,6 +23,9 @@ def check_accuracy_matrix(A) -> np.ndarray:
     low = np.tril(np.ones_like(A, dtype=bool))
     if not np.isfinite(A[low]).all():
         raise ValueError("A: entries on and below the diagonal must be finite accuracies")
+    if np.any((A[low] < 0) | (A[low] > 1)):
+        bad = A[low][(A[low] < 0) | (A[low] > 1)][0]
+        raise ValueError(f"A: accuracies on and below the diagonal must lie in [0, 1], got {bad}")
     return A
 
 
@@ -58,6 +61,11 @@ def task_recall(selected, true) -> float:
 
 def new_task_share(pred: torch.Tensor, y: torch.Tensor, new_classes: list[int]) -> float:
     """Among old-class samples (label not in ``new_classes``), the share predicted as a new class."""
+    pred, y = torch.as_tensor(pred), torch.as_tensor(y)
+    if y.ndim != 1:
+        raise ValueError(f"y: expected a 1-D tensor of labels, got shape {tuple(y.shape)}")
+    if pred.shape != y.shape:
+        raise ValueError(f"pred: expected the shape of y {tuple(y.shape)}, got {tuple(pred.shape)}")
     new = torch.tensor(new_classes, device=y.device)
     old = ~torch.isin(y, new)
     if not old.any():
@@ -93,6 +101,20 @@ def _evaluate(learner, stream, j, select, out) -> None:
     out["params"][j] = learner.num_params()
 
 
+def _check_test_labels(task, j: int) -> None:
+    """``task.test_y``: one integer label per test row, each among ``task.classes``."""
+    y, name = task.test_y, f"stream[{j}].test_y"
+    if not isinstance(y, torch.Tensor) or y.ndim != 1 or y.dtype.is_floating_point or y.dtype == torch.bool:
+        raise ValueError(f"{name}: expected a 1-D integer tensor, got "
+                         f"{tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__}")
+    if len(y) != len(task.test_x):
+        raise ValueError(f"{name}: expected one label per row of test_x ({len(task.test_x)}), got {len(y)}")
+    outside = ~torch.isin(y, torch.tensor(list(task.classes), dtype=y.dtype, device=y.device))
+    if outside.any():
+        raise ValueError(f"{name}: labels must be among the task's classes {list(task.classes)}, "
+                         f"got {int(y[outside][0])}")
+
+
 @torch.no_grad()
 def run_stream(learner, stream, selects: tuple[str, ...] | None = None, after_task=None):
     """Learn the tasks of ``stream`` (features cached) in order, evaluating after every task.
@@ -104,6 +126,8 @@ def run_stream(learner, stream, selects: tuple[str, ...] | None = None, after_ta
     """
     if not stream:
         raise ValueError("stream: expected at least one task, got none")
+    for j, task in enumerate(stream):
+        _check_test_labels(task, j)
     K = len(stream)
     names = tuple(selects) if selects else (None,)
     outs = {s: {key: (np.full((K, K), np.nan) if key == "A" else np.full(K, np.nan))
