@@ -265,3 +265,57 @@ def test_the_shipped_checkpoint_loads_into_the_current_code():
     assert frame.success.mean() >= 0.75  # the shipped agent solves the base rules
     with pytest.raises(ValueError, match="scale"):
         load_or_train("huge")
+
+
+# --- issue 49: bad input refused, naming the argument --------------------------------------------
+
+def test_expert_with_fewer_tasks_than_states_is_refused_not_uninitialised():
+    """Old code: zip() stopped at the shorter list and the rest of np.empty was returned."""
+    d, s = Domain(), np.concatenate([_state("at_kitchen")] * 3)
+    task = sorted(TASKS)[0]
+    with pytest.raises(ValueError, match=r"tasks: expected one task per state \(3 states\), got 1"):
+        d.expert(s, [task])
+    with pytest.raises(ValueError, match="tasks: expected one task per state"):
+        d.expert(s, [task] * 4)
+    with pytest.raises(ValueError, match="tasks: unknown"):
+        d.expert(s, ["fly"] * 3)
+    assert d.expert(s, [task] * 3).shape == (3,)
+
+
+def _phi_row(value=0.0):
+    row = np.zeros((1, minihome.F + minihome.A + minihome.F), dtype=np.float32)
+    row[0, 0] = value
+    return row
+
+
+_INDEX = PrototypeIndex([_phi_row(), _phi_row(1.0)])
+_FEATS = [torch.zeros(2, 3, 4) for _ in range(4)]
+
+WORMI_BAD_INPUTS = [
+    (lambda **kw: Domain().expert(s=np.concatenate([_state("at_kitchen")] * 2), **kw),
+     dict(tasks=[sorted(TASKS)[0]]), "tasks"),
+    (lambda **kw: Domain().expert(s=_state("at_kitchen"), **kw), dict(tasks=["fly"]), "tasks"),
+    (lambda **kw: Domain().expert(tasks=[sorted(TASKS)[0]], **kw),
+     dict(s=np.full((1, minihome.F), np.nan)), "s"),
+    (lambda **kw: PrototypeIndex(**kw), dict(prototypes=[_phi_row(np.nan)]), "prototypes"),
+    (lambda **kw: PrototypeIndex(**kw), dict(prototypes=[]), "prototypes"),
+    (lambda **kw: PrototypeIndex.fit(**kw), dict(phis_per_model=[_phi_row(np.inf)]), "phis_per_model"),
+    (lambda **kw: _INDEX.distances(**kw), dict(phi=_phi_row(np.nan)), "phi"),
+    (lambda **kw: _INDEX.score(**kw), dict(traj_phi=_phi_row(np.nan)), "traj_phi"),
+    (lambda **kw: _INDEX.topk(K=1, **kw), dict(traj_phi=_phi_row(np.nan)), "phi"),
+    (lambda **kw: _INDEX.topk(traj_phi=_phi_row(), **kw), dict(K=3), "K"),
+    (lambda **kw: agent.select_worlds(idx=np.zeros((2, 1), dtype=int), present=np.ones((2, 1), bool), **kw),
+     dict(features=[torch.full((2, 3, 4), float("nan"))] + _FEATS[1:]), "features"),
+    (lambda **kw: abstract_transition(a=np.array([0]), s_next=_state("at_kitchen"), **kw),
+     dict(s=np.full((1, minihome.F), np.nan)), "s"),
+    (lambda **kw: abstract_transition(s=_state("at_kitchen"), s_next=_state("at_kitchen"), **kw),
+     dict(a=np.array([-1])), "a"),
+    (lambda **kw: minihome.blocked_by(Domain(), s=_state("at_kitchen"), **kw), dict(a=np.array([0.5])), "a"),
+    (lambda **kw: goal_vectors(**kw), dict(tasks=["fly"]), "tasks"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", WORMI_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)

@@ -135,9 +135,10 @@ class ImplantedPolicy:
 
     def implant(self, world: WorldModel, prototypes: np.ndarray) -> int:
         """Add a world model (and its prototypes) to the library; returns its index."""
+        index = PrototypeIndex(self.prototypes + [prototypes])  # checks them before the library changes
         self.library.append(world)
         self.prototypes.append(prototypes)
-        self.index = PrototypeIndex(self.prototypes)
+        self.index = index
         return len(self.library) - 1
 
     def remove(self, j: int) -> WorldModel:
@@ -196,6 +197,9 @@ def select_worlds(features: list[torch.Tensor], idx: np.ndarray, present: np.nda
                   average: bool = False) -> tuple[list[torch.Tensor], torch.Tensor]:
     """The features of the chosen worlds ``(B, K, .)`` and their mask; ``average`` makes the mean
     over the whole library a single world (the naive-fusion baseline)."""
+    for i, f in enumerate(features):
+        if not bool(torch.isfinite(f).all()):
+            raise ValueError(f"features[{i}]: must be finite (found NaN or inf)")
     device = features[0].device
     if average:
         return [f.mean(1, keepdim=True) for f in features], torch.ones(len(idx), 1, dtype=torch.bool,

@@ -147,6 +147,12 @@ class Domain:
     def expert(self, s: np.ndarray, tasks) -> np.ndarray:
         """The expert's action for each state and task, ``(B,)``; -1 where no plan exists."""
         s = check_states(s)
+        tasks = list(tasks) if not isinstance(tasks, str) else [tasks]
+        if len(tasks) != len(s):
+            raise ValueError(f"tasks: expected one task per state ({len(s)} states), got {len(tasks)}")
+        unknown = sorted(set(tasks) - set(TASKS))
+        if unknown:
+            raise ValueError(f"tasks: unknown {unknown}; expected names from {sorted(TASKS)}")
         out = np.empty(len(s), dtype=np.int64)
         for i, (row, task) in enumerate(zip(s, tasks)):
             key = (task, row.tobytes())

@@ -11,6 +11,12 @@ from .minihome import A, F, check_actions, check_states
 P = F + A + F  # width of an abstract transition
 
 
+def _check_finite(x: np.ndarray, name: str) -> np.ndarray:
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name}: must be finite (found NaN or inf)")
+    return x
+
+
 def abstract_transition(s, a, s_next) -> np.ndarray:
     """``phi(s, a, s') = [s, onehot(a), s' - s]`` ``(B, 2F + A)``, eq. (wormi-phi)."""
     s, s_next = check_states(s), check_states(s_next)
@@ -31,9 +37,11 @@ class PrototypeIndex:
     """
 
     def __init__(self, prototypes: list[np.ndarray]):
-        if not prototypes or any(p.ndim != 2 or p.shape[1] != P or len(p) == 0 for p in prototypes):
+        prototypes = [np.asarray(p) for p in prototypes] if isinstance(prototypes, (list, tuple)) else prototypes
+        if not isinstance(prototypes, list) or not prototypes or any(p.ndim != 2 or p.shape[1] != P or len(p) == 0 for p in prototypes):
             raise ValueError(f"prototypes: expected a non-empty list of (k_j, {P}) arrays")
-        self.prototypes = [np.asarray(p, dtype=np.float32) for p in prototypes]
+        self.prototypes = [_check_finite(np.asarray(p, dtype=np.float32), f"prototypes[{j}]")
+                           for j, p in enumerate(prototypes)]
         self._all = torch.from_numpy(np.concatenate(self.prototypes))
         self._sq = (self._all**2).sum(1)[None]
         self._starts = np.cumsum([0] + [len(p) for p in prototypes[:-1]])
@@ -45,6 +53,7 @@ class PrototypeIndex:
             phi = np.asarray(phi, dtype=np.float32)
             if phi.ndim != 2 or phi.shape[1] != P:
                 raise ValueError(f"phis_per_model[{j}]: expected shape (n, {P}), got {phi.shape}")
+            _check_finite(phi, f"phis_per_model[{j}]")
             unique = np.unique(phi, axis=0)
             if len(unique) > k:
                 unique = KMeans(k, n_init=1, random_state=seed).fit(unique).cluster_centers_
@@ -59,6 +68,7 @@ class PrototypeIndex:
         phi = np.asarray(phi, dtype=np.float32)
         if phi.ndim != 2 or phi.shape[1] != P:
             raise ValueError(f"phi: expected shape (B, {P}), got {phi.shape}")
+        _check_finite(phi, "phi")
         x = torch.from_numpy(phi)  # torch: one thread, as the chapter sets it (BLAS may use many)
         d2 = ((x**2).sum(1, keepdim=True) - 2 * x @ self._all.T + self._sq).clamp_min_(0).numpy()
         return np.minimum.reduceat(d2, self._starts, axis=1)
@@ -70,7 +80,7 @@ class PrototypeIndex:
             raise ValueError(f"traj_phi: expected shape (t, {P}), got {traj_phi.shape}")
         if len(traj_phi) == 0:
             return np.zeros(len(self), dtype=np.float32)
-        return self.distances(traj_phi).mean(0)
+        return self.distances(_check_finite(traj_phi, "traj_phi")).mean(0)
 
     def topk(self, traj_phi: np.ndarray, K: int, cover: bool = False) -> list[int]:
         """The ``K`` worlds that best explain one trajectory (:func:`retrieve`); ``[]`` before the
@@ -88,6 +98,10 @@ def retrieve(dist: np.ndarray, K: int, excluded: np.ndarray | None = None, cover
     ``mean_i min_{j in J} d_ij``: the world that best explains the steps the others do not (an
     ablation of the chapter). ``excluded`` ``(B, N)`` worlds are never picked.
     """
+    dist = np.asarray(dist)
+    if dist.ndim != 3:
+        raise ValueError(f"dist: expected shape (B, t, N), got {dist.shape}")
+    _check_finite(dist, "dist")
     B, t, N = dist.shape
     if not 1 <= K <= N:
         raise ValueError(f"K: expected 1 <= K <= {N} (the library's size), got {K}")
