@@ -331,3 +331,45 @@ def test_the_shipped_engine_loads_and_its_entry_point_trains(tmp_path):
     assert fl.train.main(["--steps", "2", "--out", str(tmp_path)]) == 0
     again, _ = fl.train.load_dde(tmp_path / "dde.pt")
     assert sum(p.numel() for p in again.parameters()) == meta["parameters"]
+
+
+# --- issue 49: bad input refused, naming the argument --------------------------------------------
+
+def _small_table():
+    return fl.DriftingTable(fl.connect("sqlite"), 50, seed=0)
+
+
+_HIST = fl.ColumnHistograms.fit(np.arange(40).reshape(10, 4))
+
+FLAIR_BAD_INPUTS = [
+    (lambda **kw: fl.RangeQuery(cols=(0,), hi=[5], **kw), dict(lo=[np.nan]), "lo"),
+    (lambda **kw: fl.RangeQuery(cols=(0,), lo=[1], **kw), dict(hi=[np.inf]), "hi"),
+    (lambda **kw: fl.RangeQuery(cols=(0,), hi=[5], **kw), dict(lo=[2.7]), "lo"),
+    (lambda **kw: fl.RangeQuery(cols=(0,), lo=[1], **kw), dict(hi=[5.5]), "hi"),
+    (lambda **kw: fl.RangeQuery(cols=(0,), hi=[5], **kw), dict(lo=["a"]), "lo"),
+    (lambda **kw: fl.RangeQuery(lo=[1], hi=[5], **kw), dict(cols=(7,)), "cols"),
+    (lambda **kw: fl.RangeQuery(cols=(0,), hi=[1], **kw), dict(lo=[3]), "lo"),
+    (lambda **kw: fl.ColumnHistograms.fit(**kw), dict(data=np.full((5, 4), np.nan)), "data"),
+    (lambda **kw: fl.ColumnHistograms.fit(**kw), dict(data=np.zeros((0, 4))), "data"),
+    (lambda **kw: fl.ColumnHistograms.fit(data=np.zeros((3, 4)), **kw), dict(bins=0), "bins"),
+    (lambda **kw: _small_table().apply_drift("delete", **kw), dict(severity=1.0), "severity"),
+    (lambda **kw: _small_table().apply_drift("insert", **kw), dict(severity=float("nan")), "severity"),
+    (lambda **kw: _small_table().apply_drift(severity=0.1, **kw), dict(kind="drop"), "kind"),
+    (lambda **kw: fl.avi_estimate(fl.RangeQuery((0,), [1], [5]), _HIST, **kw), dict(n_rows=2.5), "n_rows"),
+    (lambda **kw: st.q_error(true_card=[1.0], **kw), dict(pred_card=[np.nan]), "pred_card"),
+    (lambda **kw: st.gmq(**kw), dict(qe=[0.5]), "qe"),
+    (lambda **kw: st.decode(**kw), dict(y_hat=float("nan")), "y_hat"),
+    (lambda **kw: fl.to_sql(fl.RangeQuery((0,), [1], [5]), **kw), dict(table="t; DROP"), "table"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", FLAIR_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)
+
+
+def test_integral_float_bounds_are_still_accepted():
+    q = fl.RangeQuery((0, 2), np.array([3.0, 10.0]), np.array([7.0, 10.0]))
+    assert q.lo.tolist() == [3, 10] and q.hi.dtype == np.int64
+    assert _small_table().apply_drift("delete", 0.4) > 0

@@ -107,7 +107,7 @@ class RangeQuery:
         cols = tuple(int(c) for c in self.cols)
         if not cols or len(set(cols)) != len(cols) or min(cols) < 0 or max(cols) >= N_COLS:
             raise ValueError(f"cols: expected distinct column indices in [0, {N_COLS - 1}], got {self.cols}")
-        lo, hi = np.asarray(self.lo, dtype=np.int64), np.asarray(self.hi, dtype=np.int64)
+        lo, hi = _bound(self.lo, "lo"), _bound(self.hi, "hi")
         if lo.shape != (len(cols),) or hi.shape != (len(cols),):
             raise ValueError(f"lo: expected lo and hi of shape ({len(cols)},), got {lo.shape}, {hi.shape}")
         if np.any(lo > hi):
@@ -128,6 +128,20 @@ class RangeQuery:
         for c, lo, hi in zip(self.cols, self.lo, self.hi):
             keep &= (rows[:, c] >= lo) & (rows[:, c] <= hi)
         return keep
+
+
+def _bound(x, name: str) -> np.ndarray:
+    """Range bounds as int64, refusing NaN, inf and fractional values (which int64 would wrap or
+    truncate: NaN becomes INT64_MIN, 2.7 becomes 2)."""
+    arr = np.asarray(x)
+    if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise ValueError(f"{name}: expected integer bounds, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{name}: bounds must be finite, got {arr}")
+        if np.any(arr != np.round(arr)):
+            raise ValueError(f"{name}: bounds must be integers (the columns hold integers), got {arr}")
+    return arr.astype(np.int64)
 
 
 def _table_name(table: str) -> str:
@@ -242,6 +256,9 @@ class DriftingTable:
         severity = as_probability(severity, "severity", high_open=False)
         n = len(self.mirror)
         k = max(1, int(round(severity * n)))
+        if kind == "delete" and k >= n:
+            raise ValueError(f"severity: a delete of {k} of the {n} rows would empty the table; "
+                             f"expected severity < {(n - 0.5) / n:.4g} for kind='delete', got {severity}")
         if kind == "insert":
             self._insert(draw_rows(sample_concept(self.drift_rng), k, self.drift_rng, flip=True))
             touched = k
@@ -292,6 +309,8 @@ class ColumnHistograms:
     @classmethod
     def fit(cls, data: np.ndarray, bins: int = 64) -> "ColumnHistograms":
         data = _rows(data, "data")
+        if not np.issubdtype(data.dtype, np.number) or data.dtype == np.bool_ or not np.isfinite(data).all():
+            raise ValueError("data: expected finite numeric rows (found NaN, inf or non-numbers)")
         bins = as_positive_int(bins, "bins")
         levels = np.linspace(0, 1, bins + 1)
         return cls(np.stack([np.quantile(data[:, c], levels) for c in range(N_COLS)]), len(data))

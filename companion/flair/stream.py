@@ -53,7 +53,7 @@ def summarize(qe) -> dict:
 
 def decode(y_hat: float) -> float:
     """A predicted label back to a cardinality, ``exp(clip(y, 0, 25)) - 1``."""
-    return float(np.expm1(np.clip(y_hat, 0.0, 25.0)))
+    return float(np.expm1(np.clip(as_float_array(y_hat, "y_hat"), 0.0, 25.0)))
 
 
 # --- methods -----------------------------------------------------------------------------------
