@@ -57,7 +57,7 @@ def freq_shapes(n: int, T: int = 50, noise: float = 0.25, seed: int = 0):
     spike entries. Returns ``X (n, T, 1) float32``, ``y (n,) int64``, ``gt (n, T, 1) bool``.
     """
     n, T = _positive_int("n", n), _positive_int("T", T, 20)
-    if noise < 0:
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not math.isfinite(noise) or noise < 0:
         raise ValueError(f"noise: expected a standard deviation >= 0, got {noise!r}")
     rng = np.random.default_rng(seed)
     y = np.arange(n) % 4
@@ -150,6 +150,24 @@ def _check_series(name: str, X) -> None:
         raise ValueError(f"{name}: contains NaN or infinite values")
 
 
+def _check_fill(name: str, t, X: torch.Tensor, low: float = -float("inf")) -> torch.Tensor:
+    """``t``: a finite tensor (or number) broadcastable to ``X``'s shape, every value >= ``low``."""
+    t = torch.as_tensor(t, dtype=X.dtype, device=X.device) if not isinstance(t, torch.Tensor) else t
+    try:
+        torch.broadcast_shapes(t.shape, X.shape)
+    except RuntimeError:
+        raise ValueError(f"{name}: expected a tensor broadcastable to X's shape {tuple(X.shape)}, "
+                         f"got {tuple(t.shape)}") from None
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name}: contains NaN or infinite values")
+    if bool((t < low).any()):
+        raise ValueError(f"{name}: expected values >= {low:g}, got {float(t.min())}")
+    return t
+
+
+_LOSS_TERMS = ("js", "prior", "con", "sparse")
+
+
 # --- ORTE ---------------------------------------------------------------------------------------
 
 def _scale_grad(a: torch.Tensor, c: float) -> torch.Tensor:
@@ -168,7 +186,7 @@ def decoupled_ste(logits: torch.Tensor, tau_f: float, tau_b: float,
     if logits.ndim == 0 or logits.shape[-1] != 2:
         raise ValueError(f"logits: expected shape (..., 2), got {tuple(logits.shape)}")
     for name, tau in (("tau_f", tau_f), ("tau_b", tau_b)):
-        if not tau > 0:
+        if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
             raise ValueError(f"{name}: expected a temperature > 0, got {tau!r}")
     if gumbel is None:
         u = torch.rand_like(logits).clamp(1e-10, 1 - 1e-10)
@@ -185,6 +203,12 @@ def contrast_loss(x: torch.Tensor, x_pos: torch.Tensor, x_neg: torch.Tensor,
     Cosine similarities to ``x`` along the time axis, one per (sample, channel); the loss is the
     cross-entropy of picking ``x_pos`` over ``x_neg``, averaged.
     """
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature: expected a finite number > 0, got {temperature!r}")
+    for name, t in (("x_pos", x_pos), ("x_neg", x_neg)):
+        if t.shape != x.shape:
+            raise ValueError(f"{name}: expected the shape of x {tuple(x.shape)}, got {tuple(t.shape)}")
     s_pos = F.cosine_similarity(x, x_pos, dim=1, eps=1e-6) / temperature
     s_neg = F.cosine_similarity(x, x_neg, dim=1, eps=1e-6) / temperature
     return (torch.logaddexp(s_pos, s_neg) - s_pos).mean()
@@ -192,6 +216,9 @@ def contrast_loss(x: torch.Tensor, x_pos: torch.Tensor, x_neg: torch.Tensor,
 
 def js_divergence(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
     """Jensen-Shannon divergence between the softmaxes of two logit batches, averaged."""
+    if logits_q.shape != logits_p.shape:
+        raise ValueError(f"logits_q: expected the shape of logits_p {tuple(logits_p.shape)}, "
+                         f"got {tuple(logits_q.shape)}")
     lp, lq = logits_p.log_softmax(-1), logits_q.log_softmax(-1)
     lm = torch.logaddexp(lp, lq) - math.log(2)
     return 0.5 * ((lp.exp() * (lp - lm)).sum(-1) + (lq.exp() * (lq - lm)).sum(-1)).mean()
@@ -218,7 +245,17 @@ class ORTEExplainer(nn.Module):
         super().__init__()
         self.d_pe, self.use_contrast = d_pe, use_contrast
         self.tau_f, self.tau_b, self.adapt, self.r = tau_f, tau_b, adapt, r
-        self.w = dict(js=1.0, prior=2.0, con=1.0, sparse=1.0) | (weights or {})
+        weights = {} if weights is None else weights
+        if not isinstance(weights, dict):
+            raise ValueError(f"weights: expected a dict of loss weights, got {type(weights).__name__}")
+        unknown = sorted(set(weights) - set(_LOSS_TERMS), key=str)
+        if unknown:
+            raise ValueError(f"weights: unknown loss terms {unknown}; expected keys from {list(_LOSS_TERMS)}")
+        for key, value in weights.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise ValueError(f"weights: weights[{key!r}] must be a finite number >= 0, got {value!r}")
+        self.w = dict(js=1.0, prior=2.0, con=1.0, sparse=1.0) | weights
         c = _positive_int("d_inp", d_inp) + d_pe
         self.body = nn.Sequential(nn.Conv1d(c, hidden, 5, padding=2), nn.GELU(),
                                   nn.Conv1d(hidden, hidden, 5, padding=2), nn.GELU())
@@ -306,6 +343,7 @@ def integrated_gradients(model: nn.Module, X: torch.Tensor, baseline: torch.Tens
                          target=None, steps: int = 32, signed: bool = False) -> torch.Tensor:
     """Integrated gradients with a midpoint Riemann sum of ``steps`` points; ``|IG|`` unless signed."""
     _check_series("X", X)
+    baseline = _check_fill("baseline", baseline, X)
     steps = _positive_int("steps", steps)
     y = _target(model, X, target)
     grads = torch.zeros_like(X)
@@ -364,6 +402,7 @@ def keep_accuracy(model: nn.Module, X: torch.Tensor, y: torch.Tensor, mask: torc
     _check_series("X", X)
     if mask.shape != X.shape:
         raise ValueError(f"mask: expected shape {tuple(X.shape)}, got {tuple(mask.shape)}")
+    mu, sigma = _check_fill("mu", mu, X), _check_fill("sigma", sigma, X, low=0.0)
     gen = torch.Generator().manual_seed(seed)
     b = mu + sigma * torch.randn(X.shape, generator=gen).to(X.device)
     m = mask.float()

@@ -131,3 +131,52 @@ def test_bad_input_is_a_value_error_naming_the_argument():
         ot.freq_shapes(0)
     with pytest.raises(ValueError, match="noise"):
         ot.freq_shapes(4, noise=-1.0)
+
+
+# --- issue 49: bad input refused, naming the argument --------------------------------------------
+
+_X = torch.zeros(2, 10, 1)
+_BB = ot.CNNClassifier(1, 2)
+_Y = torch.zeros(2, dtype=torch.long)
+_MASK = torch.ones(2, 10, 1, dtype=torch.bool)
+
+ORTE_BAD_INPUTS = [
+    (lambda **kw: ot.integrated_gradients(_BB, _X, **kw), dict(baseline=torch.full((10, 1), float("nan"))),
+     "baseline"),
+    (lambda **kw: ot.integrated_gradients(_BB, _X, **kw), dict(baseline=torch.zeros(3, 7)), "baseline"),
+    (lambda **kw: ot.integrated_gradients(_BB, _X, _X[0], **kw), dict(steps=0), "steps"),
+    (lambda **kw: ot.keep_accuracy(_BB, _X, _Y, _MASK, sigma=_X[0], **kw), dict(mu=torch.full((10, 1), float("nan"))),
+     "mu"),
+    (lambda **kw: ot.keep_accuracy(_BB, _X, _Y, _MASK, mu=_X[0], **kw), dict(sigma=torch.full((10, 1), -1.0)),
+     "sigma"),
+    (lambda **kw: ot.keep_accuracy(_BB, _X, _Y, _MASK, mu=_X[0], **kw), dict(sigma=torch.full((10, 1), float("inf"))),
+     "sigma"),
+    (lambda **kw: ot.ORTEExplainer(1, **kw), dict(weights={"jsd": 1.0}), "weights"),
+    (lambda **kw: ot.ORTEExplainer(1, **kw), dict(weights={"js": float("nan")}), "weights"),
+    (lambda **kw: ot.ORTEExplainer(1, **kw), dict(weights=[1.0]), "weights"),
+    (lambda **kw: ot.ORTEExplainer(**kw), dict(d_inp=0), "d_inp"),
+    (lambda **kw: ot.decoupled_ste(torch.zeros(3, 2), tau_b=1.0, **kw), dict(tau_f=float("nan")), "tau_f"),
+    (lambda **kw: ot.decoupled_ste(torch.zeros(3, 2), tau_f=1.0, **kw), dict(tau_b=float("inf")), "tau_b"),
+    (lambda **kw: ot.contrast_loss(_X, _X, _X, **kw), dict(temperature=float("nan")), "temperature"),
+    (lambda **kw: ot.contrast_loss(_X, x_neg=_X, **kw), dict(x_pos=torch.zeros(2, 9, 1)), "x_pos"),
+    (lambda **kw: ot.js_divergence(torch.zeros(2, 3), **kw), dict(logits_q=torch.zeros(2, 4)), "logits_q"),
+    (lambda **kw: ot.freq_shapes(4, **kw), dict(noise=float("nan")), "noise"),
+    (lambda **kw: ot.freq_shapes(**kw), dict(n=2.5), "n"),
+    (lambda **kw: ot.low_var_detect(4, **kw), dict(T=10), "T"),
+    (lambda **kw: ot.narma2(rng=np.random.default_rng(0), **kw), dict(T=0), "T"),
+    (lambda **kw: ot.vanilla_saliency(_BB, **kw), dict(X=torch.full((2, 10, 1), float("nan"))), "X"),
+    (lambda **kw: ot.random_saliency(**kw), dict(X=torch.zeros(2, 10)), "X"),
+    (lambda **kw: ot.train_blackbox(y=_Y, **kw), dict(X=torch.zeros(0, 10, 1)), "X"),
+    (lambda **kw: ot.ground_truth_scores(gt=np.ones((1, 3, 1), bool), **kw),
+     dict(saliency=np.full((1, 3, 1), np.inf)), "saliency"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", ORTE_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)
+
+
+def test_known_loss_weights_are_still_accepted():
+    assert ot.ORTEExplainer(1, weights={"prior": 0.5}).w == dict(js=1.0, prior=0.5, con=1.0, sparse=1.0)
