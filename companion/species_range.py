@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from companion.validation import as_float_array, as_positive_int
+
 __all__ = ["EARTH_KM", "fibonacci_sphere", "lonlat_to_unit", "sincos_encode", "SyntheticGlobe",
            "make_globe", "LocationEncoder", "SINR", "FSSINR", "an_full_loss", "sample_background",
            "train_sinr", "train_fssinr", "sample_contexts", "fssinr_scores", "fit_sinr_lr",
@@ -42,8 +44,7 @@ def _check_ll(ll, name: str = "ll") -> torch.Tensor:
 
 def fibonacci_sphere(n: int) -> np.ndarray:
     """``n`` area-uniform points on the sphere as ``(lon, lat)`` degrees, shape ``[n, 2]``."""
-    if int(n) < 1:
-        raise ValueError(f"n: expected a positive number of points, got {n}")
+    n = as_positive_int(n, "n")
     i = np.arange(n) + 0.5
     lat = np.degrees(np.arcsin(1 - 2 * i / n))
     lon = (np.degrees(np.pi * (1 + 5**0.5) * i) + 180) % 360 - 180
@@ -65,6 +66,7 @@ def sincos_encode(ll) -> torch.Tensor:
 
 def sample_background(n: int, gen: torch.Generator, device=None) -> torch.Tensor:
     """``n`` locations uniform on the sphere (not uniform in degrees), ``[n, 2]``."""
+    n = as_positive_int(n, "n")
     u = torch.rand(n, 2, generator=gen).to(device)
     return torch.stack([360 * u[:, 0] - 180, torch.rad2deg(torch.asin(2 * u[:, 1] - 1))], dim=1)
 
@@ -232,6 +234,11 @@ class FSSINR(nn.Module):
         return self.out(self.transformer(seq, src_key_padding_mask=mask)[:, 0])
 
 
+def _positive_finite(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) \
+        and bool(np.isfinite(x)) and x > 0
+
+
 def an_full_loss(loc_feat, bg_feat, w, species, pos_weight: float = 2048.0,
                  eps: float = 1e-5) -> torch.Tensor:
     """Eq. (fssinr-loss), the "assume negative, full" loss with in-batch species.
@@ -245,8 +252,15 @@ def an_full_loss(loc_feat, bg_feat, w, species, pos_weight: float = 2048.0,
                          f"{tuple(loc_feat.shape)}, {tuple(bg_feat.shape)}, {tuple(w.shape)}")
     if species.shape != loc_feat.shape[:1]:
         raise ValueError(f"species: expected shape [{loc_feat.shape[0]}], got {tuple(species.shape)}")
-    if pos_weight <= 0:
-        raise ValueError(f"pos_weight: expected a positive weight, got {pos_weight}")
+    if not _positive_finite(pos_weight):
+        raise ValueError(f"pos_weight: expected a finite positive weight, got {pos_weight}")
+    if not _positive_finite(eps):
+        raise ValueError(f"eps: expected a finite positive number, got {eps}")
+    if loc_feat.shape[0] == 0:
+        raise ValueError("loc_feat: expected at least one example (B >= 1), got an empty batch")
+    for name, t in (("loc_feat", loc_feat), ("bg_feat", bg_feat), ("w", w)):
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name}: contains NaN or infinite values")
     P, Q = torch.sigmoid(loc_feat @ w.T), torch.sigmoid(bg_feat @ w.T)
     eye = torch.eye(len(species), dtype=torch.bool, device=species.device)
     other = species[:, None] != species[None, :]
@@ -355,8 +369,13 @@ def fit_sinr_lr(feat_ctx: np.ndarray, feat_bg: np.ndarray, C: float = 1.0, iters
     if feat_ctx.ndim != 2 or feat_bg.ndim != 2 or feat_ctx.shape[1] != feat_bg.shape[1] or not len(feat_ctx):
         raise ValueError("feat_ctx, feat_bg: expected [k >= 1, d] and [n, d] feature arrays, got "
                          f"{feat_ctx.shape}, {feat_bg.shape}")
-    if C <= 0:
-        raise ValueError(f"C: expected a positive inverse regularisation, got {C}")
+    if not len(feat_bg):
+        raise ValueError(f"feat_bg: expected at least one background feature row, got shape {feat_bg.shape}")
+    as_float_array(feat_ctx, "feat_ctx")
+    as_float_array(feat_bg, "feat_bg")
+    if not _positive_finite(C):
+        raise ValueError(f"C: expected a finite positive inverse regularisation, got {C}")
+    iters = as_positive_int(iters, "iters")
     X = np.concatenate([feat_ctx, feat_bg])
     X = np.concatenate([X, np.ones((len(X), 1))], 1)
     y = np.r_[np.ones(len(feat_ctx)), np.zeros(len(feat_bg))]
@@ -377,8 +396,8 @@ def fit_sinr_lr(feat_ctx: np.ndarray, feat_bg: np.ndarray, C: float = 1.0, iters
 
 def kde_scores(ctx_ll, cells_ll, bw_km: float) -> torch.Tensor:
     """Eq. (fssinr-kde): von Mises-Fisher kernel density of the context, ``[..., M]``."""
-    if bw_km <= 0:
-        raise ValueError(f"bw_km: expected a positive bandwidth in km, got {bw_km}")
+    if not _positive_finite(bw_km):
+        raise ValueError(f"bw_km: expected a finite positive bandwidth in km, got {bw_km}")
     kappa = (EARTH_KM / bw_km) ** 2
     u_ctx, u_cell = lonlat_to_unit(ctx_ll), lonlat_to_unit(cells_ll)
     return torch.exp(kappa * (u_ctx @ u_cell.T - 1)).sum(-2)
@@ -394,6 +413,8 @@ def average_precision(y_true, scores) -> float:
         raise ValueError("y_true: needs at least one positive")
     if np.isnan(s).any():
         raise ValueError("scores: contains NaN")
+    if y.size and np.asarray(y_true).dtype != bool and not np.isin(np.asarray(y_true), (0, 1)).all():
+        raise ValueError("y_true: expected 0/1 or boolean labels")
     order = np.argsort(-s, kind="stable")
     s, y = s[order], y[order]
     last = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # last index of each run of tied scores

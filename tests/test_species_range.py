@@ -142,3 +142,48 @@ def test_checkers_accept_the_reference_and_explain_mistakes():
 
     report = ex.check_average_precision(every_rank)
     assert report.score == 0 and "every rank" in " ".join(report.problems)
+
+
+# --- issue 49: bad input refused, naming the argument --------------------------------------------
+
+def _feats(b=4, d=3, fill=0.0):
+    return torch.full((b, d), fill)
+
+
+_SP = torch.arange(4)
+_NAN = float("nan")
+
+SPECIES_RANGE_BAD_INPUTS = [
+    (lambda **kw: sr.an_full_loss(bg_feat=_feats(), w=_feats(), species=_SP, **kw), dict(loc_feat=_feats(fill=_NAN)),
+     "loc_feat"),
+    (lambda **kw: sr.an_full_loss(loc_feat=_feats(), w=_feats(), species=_SP, **kw), dict(bg_feat=_feats(fill=_NAN)),
+     "bg_feat"),
+    (lambda **kw: sr.an_full_loss(_feats(), _feats(), species=_SP, **kw), dict(w=_feats(fill=float("inf"))), "w"),
+    (lambda **kw: sr.an_full_loss(_feats(), _feats(), _feats(), _SP, **kw), dict(pos_weight=_NAN), "pos_weight"),
+    (lambda **kw: sr.an_full_loss(_feats(), _feats(), _feats(), _SP, **kw), dict(pos_weight=-1.0), "pos_weight"),
+    (lambda **kw: sr.an_full_loss(_feats(), _feats(), _feats(), **kw), dict(species=torch.arange(3)), "species"),
+    (lambda **kw: sr.an_full_loss(_feats(0), _feats(0), _feats(0), **kw), dict(species=torch.arange(0)), "loc_feat"),
+    (lambda **kw: sr.fit_sinr_lr(feat_bg=np.zeros((5, 3)), **kw), dict(feat_ctx=np.full((2, 3), np.nan)), "feat_ctx"),
+    (lambda **kw: sr.fit_sinr_lr(feat_ctx=np.zeros((2, 3)), **kw), dict(feat_bg=np.full((5, 3), np.inf)), "feat_bg"),
+    (lambda **kw: sr.fit_sinr_lr(feat_ctx=np.zeros((2, 3)), **kw), dict(feat_bg=np.zeros((0, 3))), "feat_bg"),
+    (lambda **kw: sr.fit_sinr_lr(np.zeros((2, 3)), np.zeros((5, 3)), **kw), dict(C=_NAN), "C"),
+    (lambda **kw: sr.fit_sinr_lr(np.zeros((2, 3)), np.zeros((5, 3)), **kw), dict(iters=0), "iters"),
+    (lambda **kw: sr.kde_scores(np.zeros((1, 2)), np.zeros((3, 2)), **kw), dict(bw_km=_NAN), "bw_km"),
+    (lambda **kw: sr.kde_scores(np.zeros((1, 2)), np.zeros((3, 2)), **kw), dict(bw_km=0.0), "bw_km"),
+    (lambda **kw: sr.kde_scores(cells_ll=np.zeros((3, 2)), bw_km=100.0, **kw), dict(ctx_ll=np.full((1, 2), np.nan)),
+     "ll"),
+    (lambda **kw: sr.fibonacci_sphere(**kw), dict(n=2.5), "n"),
+    (lambda **kw: sr.fibonacci_sphere(**kw), dict(n=0), "n"),
+    (lambda **kw: sr.sample_background(gen=torch.Generator().manual_seed(0), **kw), dict(n=1.5), "n"),
+    (lambda **kw: sr.lonlat_to_unit(**kw), dict(ll=np.array([[200.0, 0.0]])), "ll"),
+    (lambda **kw: sr.sincos_encode(**kw), dict(ll=np.zeros((3, 3))), "ll"),
+    (lambda **kw: sr.average_precision(y_true=[1, 0], **kw), dict(scores=[0.5, np.nan]), "scores"),
+    (lambda **kw: sr.average_precision(scores=[0.5, 0.2], **kw), dict(y_true=[0, 0]), "y_true"),
+    (lambda **kw: sr.average_precision(scores=[0.5, 0.2], **kw), dict(y_true=[0.5, 1]), "y_true"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", SPECIES_RANGE_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)
