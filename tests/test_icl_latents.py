@@ -292,3 +292,70 @@ def test_the_shipped_checkpoint_loads_into_the_current_code():
     val = il.LinearRegressionTask().sample(200, 16, 8, generator=gen(5))
     for name in tr.MODELS:  # every shipped model predicts far better than zero
         assert float(il.evaluate_mse(suite["0"][name], val).mean()) < 0.2
+
+
+# ------------------------------------------------------------------ issue 49: the table of bad inputs
+_NAN3 = torch.full((2, 3, 1), float("nan"))
+_Z3 = torch.zeros(2, 3, 1)
+
+
+def _known_latent():
+    return il.ExplicitModel(None, il.LinearReadoutPredictor(1, 1, 2, linear=False))
+
+
+def _with_nan(t):
+    t = t.clone()
+    t[0, 0] = float("nan")
+    return t
+
+
+ICL_BAD_INPUTS = [
+    (lambda **kw: implicit()(**kw), dict(x_c=_NAN3, y_c=_Z3, x_q=_Z3), "x_c"),
+    (lambda **kw: implicit()(**kw), dict(x_c=_Z3, y_c=_NAN3, x_q=_Z3), "y_c"),
+    (lambda **kw: implicit()(**kw), dict(x_c=_Z3, y_c=_Z3, x_q=_NAN3), "x_q"),
+    (lambda **kw: implicit()(**kw), dict(x_c=torch.zeros(2, 0, 1), y_c=torch.zeros(2, 0, 1), x_q=_Z3), "x_c"),
+    (lambda **kw: implicit()(**kw), dict(x_c=_Z3, y_c=_Z3, x_q=torch.zeros(2, 0, 1)), "x_q"),
+    (lambda **kw: implicit()(**kw), dict(x_c=_Z3, y_c=_Z3, x_q=torch.zeros(5, 1, 1)), "x_q"),
+    (lambda **kw: implicit()(**kw), dict(x_c=_Z3, y_c=torch.zeros(3, 3, 1), x_q=_Z3), "y_c"),
+    (lambda **kw: explicit()(**kw), dict(x_c=_NAN3, y_c=_Z3, x_q=_Z3), "x_c"),
+    (lambda **kw: explicit()(**kw), dict(x_c=_Z3, y_c=_Z3, x_q=_NAN3), "x_q"),
+    (lambda **kw: explicit("mlp")(**kw), dict(x_c=_Z3, y_c=_Z3, x_q=torch.zeros(2, 0, 1)), "x_q"),
+    (lambda **kw: explicit("mlp")(**kw), dict(x_c=_Z3, y_c=_Z3, x_q=torch.zeros(4, 2, 1)), "x_q"),
+    (lambda **kw: explicit()(**kw), dict(x_c=torch.zeros(2, 0, 1), y_c=torch.zeros(2, 0, 1), x_q=_Z3), "x_c"),
+    (lambda **kw: il.ContextEncoder(1, 1, n_layers=1, **SMALL)(**kw), dict(x_c=_Z3, y_c=_NAN3), "y_c"),
+    (lambda **kw: _known_latent()(_Z3, _Z3, **kw), dict(x_q=_Z3, w=torch.full((2, 2), float("nan"))), "w"),
+    (lambda **kw: _known_latent()(_Z3, _Z3, **kw), dict(x_q=_Z3, w=None), "w"),
+    (lambda **kw: _known_latent()(_Z3, _Z3, **kw), dict(x_q=_Z3, w=torch.zeros(3, 2)), "w"),
+    (lambda **kw: _known_latent()(_Z3, _Z3, **kw), dict(x_q=torch.zeros(2, 0, 1), w=torch.zeros(2, 2)), "x_q"),
+    (lambda **kw: il.bayes_linreg_predict(_Z3, _Z3, noise=0.1, **kw), dict(x_q=torch.zeros(4, 2, 1)), "x_q"),
+    (lambda **kw: il.bayes_linreg_predict(_Z3, _Z3, noise=0.1, **kw), dict(x_q=torch.zeros(2, 2, 3)), "x_q"),
+    (lambda **kw: il.bayes_linreg_predict(_Z3, _Z3, noise=0.1, **kw), dict(x_q=torch.zeros(2, 0, 1)), "x_q"),
+    (lambda **kw: il.bayes_linreg_predict(_Z3, _Z3, noise=0.1, **kw), dict(x_q=_NAN3), "x_q"),
+    (lambda **kw: il.bayes_linreg_predict(_Z3, _Z3, _Z3, **kw), dict(noise=float("nan")), "noise"),
+    (lambda **kw: il.bayes_linreg_predict(_Z3, _Z3, _Z3, noise=0.1, **kw), dict(prior_var=-1.0), "prior_var"),
+    (lambda **kw: il.bayes_feature_predict(torch.zeros(2, 3, 2), _Z3, noise=0.1, **kw),
+     dict(phi_q=torch.zeros(2, 1, 3)), "phi_q"),
+    (lambda **kw: il.bayes_feature_predict(torch.zeros(2, 3, 2), noise=0.1, phi_q=torch.zeros(2, 1, 2), **kw),
+     dict(y_c=torch.zeros(2, 4, 1)), "y_c"),
+    (lambda **kw: il.linear_probe(torch.zeros(8, 2), **kw), dict(W=torch.full((8, 1), float("nan"))), "W"),
+    (lambda **kw: il.linear_probe(W=torch.zeros(8, 1), **kw), dict(Z=torch.full((8, 2), float("inf"))), "Z"),
+    (lambda **kw: il.linear_probe(torch.zeros(8, 2), torch.zeros(8, 1), **kw), dict(ridge=float("nan")), "ridge"),
+    (lambda **kw: il.linear_probe(torch.zeros(8, 2), torch.zeros(8, 1), **kw), dict(train_frac=1.5), "train_frac"),
+    (lambda **kw: il.linear_probe_r2(torch.zeros(8, 2), **kw), dict(W=torch.zeros(7, 1)), "W"),
+    (lambda **kw: il.raw_context_probe(il.LinearRegressionTask(), 4, **kw), dict(n_tasks=0), "n_tasks"),
+    (lambda **kw: il.raw_context_probe_r2(il.LinearRegressionTask(), n_tasks=8, **kw), dict(n=0), "n"),
+    (lambda **kw: il.collect_latents(implicit(), il.LinearRegressionTask(), 8, 4, **kw), dict(), "model"),
+    (lambda **kw: il.LinearRegressionTask().sample(2, 3, **kw), dict(m=0), "m"),
+    (lambda **kw: il.LinearRegressionTask().sample(2, 3, 1, **kw), dict(intensity=float("nan")), "intensity"),
+    (lambda **kw: il.implicit_mask(m=1, **kw), dict(n=-1), "n"),
+    (lambda **kw: il.context_mask(**kw), dict(n=1.5), "n"),
+    (lambda **kw: il.predictor_mask(**kw), dict(m=-2), "m"),
+    (lambda **kw: tr.evaluate_mse(implicit(), il.LinearRegressionTask().sample(2, 3, 1), **kw), dict(chunk=0),
+     "chunk"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", ICL_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)

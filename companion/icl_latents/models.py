@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .tasks import _count
+
 __all__ = ["implicit_mask", "context_mask", "predictor_mask", "ImplicitTransformer",
            "ContextEncoder", "TransformerPredictor", "MLPPredictor", "LinearReadoutPredictor",
            "SinusoidReadoutPredictor", "ExplicitModel"]
@@ -29,6 +31,7 @@ __all__ = ["implicit_mask", "context_mask", "predictor_mask", "ImplicitTransform
 # ----------------------------------------------------------------------------- masks
 def implicit_mask(n: int, m: int, device=None) -> torch.Tensor:
     """``(n+m, n+m)`` mask of the implicit model: every query column is blocked."""
+    n, m = _count(n, "n", 0), _count(m, "m", 0)
     mask = torch.zeros(n + m, n + m, dtype=torch.bool, device=device)
     mask[:, n:] = True
     return mask
@@ -37,6 +40,7 @@ def implicit_mask(n: int, m: int, device=None) -> torch.Tensor:
 def context_mask(n: int, device=None) -> torch.Tensor:
     """``(1+n, 1+n)`` mask of the context encoder: no context token attends to the summary
     token ``c`` (position 0); ``c`` attends to everything."""
+    n = _count(n, "n", 0)
     mask = torch.zeros(1 + n, 1 + n, dtype=torch.bool, device=device)
     mask[1:, 0] = True
     return mask
@@ -45,6 +49,7 @@ def context_mask(n: int, device=None) -> torch.Tensor:
 def predictor_mask(m: int, device=None) -> torch.Tensor:
     """``(1+m, 1+m)`` mask of the transformer predictor: the ``z`` token (position 0) sees
     itself only; each query sees ``z`` and itself."""
+    m = _count(m, "m", 0)
     mask = ~torch.eye(1 + m, dtype=torch.bool, device=device)
     mask[1:, 0] = False
     return mask
@@ -61,14 +66,25 @@ def _encoder(d_model: int, n_heads: int, d_ff: int, n_layers: int) -> nn.Transfo
     return encoder
 
 
+def _check_set(name: str, t, last: int | None) -> None:
+    """``t``: a finite ``(B, k, last)`` tensor with ``k >= 1``, or a ValueError naming ``name``."""
+    if not isinstance(t, torch.Tensor) or t.ndim != 3 or (last is not None and t.shape[-1] != last):
+        raise ValueError(f"{name}: expected a (B, k, {last if last is not None else 'd'}) tensor, got "
+                         f"{tuple(getattr(t, 'shape', ())) or type(t).__name__}")
+    if t.shape[1] == 0:
+        what = "an empty context (n = 0)" if name in ("x_c", "y_c") else "no query (m = 0)"
+        raise ValueError(f"{name}: expected at least one point (k >= 1), got {what}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name}: contains NaN or infinite values")
+
+
 def _check_sets(x_c, y_c, x_q, dx: int, dy: int) -> None:
     for name, t, last in (("x_c", x_c, dx), ("y_c", y_c, dy), ("x_q", x_q, dx)):
-        if not isinstance(t, torch.Tensor) or t.ndim != 3 or t.shape[-1] != last:
-            raise ValueError(f"{name}: expected a (B, k, {last}) tensor, got "
-                             f"{tuple(getattr(t, 'shape', ())) or type(t).__name__}")
-    if x_c.shape[:2] != y_c.shape[:2] or x_q.shape[0] != x_c.shape[0]:
-        raise ValueError(f"y_c: shapes do not match: x_c {tuple(x_c.shape)}, y_c "
-                         f"{tuple(y_c.shape)}, x_q {tuple(x_q.shape)}")
+        _check_set(name, t, last)
+    if x_c.shape[:2] != y_c.shape[:2]:
+        raise ValueError(f"y_c: expected the (B, n) of x_c {tuple(x_c.shape[:2])}, got {tuple(y_c.shape)}")
+    if x_q.shape[0] != x_c.shape[0]:
+        raise ValueError(f"x_q: expected the batch size of x_c ({x_c.shape[0]}), got {tuple(x_q.shape)}")
 
 
 class ImplicitTransformer(nn.Module):
@@ -195,8 +211,21 @@ class ExplicitModel(nn.Module):
             return self.context(x_c, y_c)
         if w is None:
             raise ValueError("w: a known-latent model (context=None) needs the true latent w")
+        if not isinstance(w, torch.Tensor) or w.ndim != 2:
+            raise ValueError(f"w: expected a (B, P) tensor, got {tuple(getattr(w, 'shape', ())) or type(w).__name__}")
+        if not bool(torch.isfinite(w).all()):
+            raise ValueError("w: contains NaN or infinite values")
         return w.detach().float()
 
     def forward(self, x_c, y_c, x_q, w=None) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.context is not None:
+            dx = getattr(self.context, "dx", None)
+            _check_sets(x_c, y_c, x_q, dx if dx is not None else x_c.shape[-1],
+                        getattr(self.context, "dy", None) or y_c.shape[-1])
+        else:
+            _check_set("x_q", x_q, None)
         z = self.latent(x_c, y_c, w)
+        if z.shape[0] != x_q.shape[0]:
+            name = "x_q" if self.context is not None else "w"
+            raise ValueError(f"{name}: batch sizes do not match: z {tuple(z.shape)}, x_q {tuple(x_q.shape)}")
         return self.predictor(z, x_q), z

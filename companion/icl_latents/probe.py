@@ -11,6 +11,7 @@ flattened in their sampled order.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -45,10 +46,11 @@ def linear_probe(Z, W, *, ridge: float = 1e-3, train_frac: float = 0.75, seed: i
                          f"{tuple(W.shape)}")
     if Z.shape[0] != W.shape[0]:
         raise ValueError(f"W: expected as many rows as Z ({Z.shape[0]}), got {W.shape[0]}")
-    if not (torch.isfinite(Z).all() and torch.isfinite(W).all()):
-        raise ValueError("Z: Z and W must be finite")
-    if not isinstance(ridge, numbers.Real) or ridge < 0:
-        raise ValueError(f"ridge: expected a number >= 0, got {ridge!r}")
+    for name, t in (("Z", Z), ("W", W)):
+        if not torch.isfinite(t).all():
+            raise ValueError(f"{name}: must be finite (found NaN or inf)")
+    if isinstance(ridge, bool) or not isinstance(ridge, numbers.Real) or not math.isfinite(ridge) or ridge < 0:
+        raise ValueError(f"ridge: expected a finite number >= 0, got {ridge!r}")
     if not 0 < train_frac < 1:
         raise ValueError(f"train_frac: expected a number in (0, 1), got {train_frac!r}")
     N = Z.shape[0]

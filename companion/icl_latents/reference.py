@@ -41,9 +41,12 @@ def bayes_feature_predict(phi_c, y_c, phi_q, noise: float, prior_var: float = 1.
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
             raise ValueError(f"{name}: expected a finite number > 0, got {v!r}")
     B, n, P = phi_c.shape
-    if y_c.shape[:2] != (B, n) or phi_q.shape[0] != B or phi_q.shape[2] != P:
-        raise ValueError(f"y_c: shapes do not match: phi_c {tuple(phi_c.shape)}, y_c "
-                         f"{tuple(y_c.shape)}, phi_q {tuple(phi_q.shape)}")
+    if y_c.shape[:2] != (B, n):
+        raise ValueError(f"y_c: expected the (B, n) of phi_c {(B, n)}, got {tuple(y_c.shape)}")
+    if phi_q.shape[0] != B or phi_q.shape[2] != P:
+        raise ValueError(f"phi_q: expected shape ({B}, m, {P}) to match phi_c, got {tuple(phi_q.shape)}")
+    if phi_q.shape[1] == 0:
+        raise ValueError("phi_q: expected at least one query (m >= 1), got m = 0")
     eye = torch.eye(P, dtype=torch.float64, device=phi_c.device)
     precision = phi_c.transpose(1, 2) @ phi_c + (noise ** 2 / prior_var) * eye  # Sigma_n^-1 sigma^2
     mu = torch.linalg.solve(precision, phi_c.transpose(1, 2) @ y_c)  # (B, P, dy)
@@ -56,6 +59,11 @@ def bayes_feature_predict(phi_c, y_c, phi_q, noise: float, prior_var: float = 1.
 def bayes_linreg_predict(x_c, y_c, x_q, noise: float, prior_var: float = 1.0):
     """:func:`bayes_feature_predict` for linear regression, ``phi(x) = [x, 1]``."""
     x_c, x_q = _finite(x_c, "x_c", 3), _finite(x_q, "x_q", 3)
+    if x_q.shape[0] != x_c.shape[0] or x_q.shape[2] != x_c.shape[2]:
+        raise ValueError(f"x_q: expected shape ({x_c.shape[0]}, m, {x_c.shape[2]}) to match x_c, "
+                         f"got {tuple(x_q.shape)}")
+    if x_q.shape[1] == 0:
+        raise ValueError("x_q: expected at least one query (m >= 1), got m = 0")
 
     def phi(x):
         return torch.cat([x, torch.ones_like(x[..., :1])], -1)

@@ -55,6 +55,7 @@ def predict(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
 @torch.no_grad()
 def evaluate_mse(model: nn.Module, batch: TaskBatch, chunk: int = 500) -> torch.Tensor:
     """Per-task query MSE ``(B,)``, computed in chunks of ``chunk`` tasks."""
+    chunk = _count(chunk, "chunk")
     model.eval()
     out = []
     for i in range(0, batch.x_c.shape[0], chunk):
