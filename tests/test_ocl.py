@@ -276,3 +276,78 @@ def test_extract_views_is_the_mean_of_the_two_views_cls():
     with torch.no_grad():
         want = 0.5 * (vit.encode(va)[:, 0] + vit.encode(vb)[:, 0])
     assert torch.allclose(got, want, atol=1e-5)
+
+
+# --- issue 49: keep_count follows its formula exactly; the table of bad inputs --------------------
+
+def test_keep_count_follows_its_documented_formula_for_every_length_and_ratio():
+    """K = 2 floor(floor(L (1 - r)) / 2) in exact arithmetic; the float int(L * (1 - r)) gave 8 at
+    L = 100, r = 0.9 (9.999... floored) instead of 10."""
+    from fractions import Fraction
+
+    assert keep_count(100, 0.9) == 10
+    assert keep_count(100, 0.8) == 20
+    for L in range(2, 257):
+        for hundredths in range(0, 100):
+            r = hundredths / 100
+            want = 2 * (math.floor(L * (1 - Fraction(hundredths, 100))) // 2)
+            if want < 2:
+                with pytest.raises(ValueError, match="mask_ratio"):
+                    keep_count(L, r)
+            else:
+                assert keep_count(L, r) == want, (L, r)
+
+
+def _vit():
+    torch.manual_seed(0)
+    return TinyViT(img_size=8, patch=2, dim=8, depth=1, heads=2)
+
+
+_TOK = torch.zeros(2, 16, 8)
+_NANTOK = torch.full((2, 16, 8), float("nan"))
+_F = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+_Y = torch.tensor([0, 1, 0, 1, 0, 1])
+
+OCL_BAD_INPUTS = [
+    (lambda **kw: occlusion_views(mask_ratio=0.5, **kw), dict(tokens=_NANTOK), "tokens"),
+    (lambda **kw: occlusion_views(mask_ratio=0.5, **kw), dict(tokens=torch.zeros(0, 16, 8)), "tokens"),
+    (lambda **kw: occlusion_views(_TOK, **kw), dict(mask_ratio=float("nan")), "mask_ratio"),
+    (lambda **kw: occlusion_views(_TOK, **kw), dict(mask_ratio=0.99), "mask_ratio"),
+    (lambda **kw: keep_count(mask_ratio=0.5, **kw), dict(L=10.5), "L"),
+    (lambda **kw: keep_count(mask_ratio=0.5, **kw), dict(L=0), "L"),
+    (lambda **kw: keep_count(10, **kw), dict(mask_ratio=1.0), "mask_ratio"),
+    (lambda **kw: ocl_loss(z_b=torch.zeros(4, 3), **kw), dict(z_a=torch.full((4, 3), float("nan"))), "z_a"),
+    (lambda **kw: ocl_loss(torch.zeros(4, 3), **kw), dict(z_b=torch.zeros(3, 3)), "z_b"),
+    (lambda **kw: ocl_loss(torch.zeros(4, 3), torch.zeros(4, 3), **kw), dict(tau=float("nan")), "tau"),
+    (lambda **kw: ocl_loss(torch.zeros(4, 3), torch.zeros(4, 3), **kw), dict(kappa=float("nan")), "kappa"),
+    (lambda **kw: tsp_similarity(torch.zeros(2), **kw), dict(kappa=float("inf")), "kappa"),
+    (lambda **kw: nt_xent(torch.zeros(4, 3), **kw), dict(p2=torch.full((4, 3), float("inf"))), "p2"),
+    (lambda **kw: mae_loss(target=torch.zeros(1, 4, 2), mask=torch.ones(1, 4), **kw),
+     dict(pred=torch.full((1, 4, 2), float("nan"))), "pred"),
+    (lambda **kw: mae_loss(torch.zeros(1, 4, 2), mask=torch.ones(1, 4), **kw),
+     dict(target=torch.full((1, 4, 2), float("nan"))), "target"),
+    (lambda **kw: mae_loss(torch.zeros(1, 4, 2), torch.zeros(1, 4, 2), **kw), dict(mask=torch.zeros(1, 4)), "mask"),
+    (lambda **kw: mae_loss(torch.zeros(1, 4, 2), torch.zeros(1, 4, 2), **kw),
+     dict(mask=torch.full((1, 4), 0.5)), "mask"),
+    (lambda **kw: augment(**kw), dict(x=torch.full((2, 1, 8, 8), float("nan"))), "x"),
+    (lambda **kw: OCL(_vit(), **kw), dict(mask_ratio=float("nan")), "mask_ratio"),
+    (lambda **kw: OCL(_vit()).loss(**kw), dict(x=torch.full((2, 1, 8, 8), float("nan"))), "x"),
+    (lambda **kw: SimCLR(_vit()).loss(**kw), dict(x=torch.full((2, 1, 8, 8), float("nan"))), "x"),
+    (lambda **kw: MAE(_vit()).loss(**kw), dict(x=torch.full((2, 1, 8, 8), float("nan"))), "x"),
+    (lambda **kw: OCL(_vit()).flops_per_step(**kw), dict(batch=1), "batch"),
+    (lambda **kw: few_shot_split(_Y, **kw), dict(shots=0), "shots"),
+    (lambda **kw: few_shot_split(_Y, **kw), dict(shots=4), "shots"),
+    (lambda **kw: linear_probe(_F, _Y, _F, _Y, **kw), dict(l2=float("nan")), "l2"),
+    (lambda **kw: linear_probe(_F, _Y, _F, _Y, **kw), dict(iters=0), "iters"),
+    (lambda **kw: linear_probe(_F, y_tr=_Y - 1, f_te=_F, y_te=_Y, **kw), dict(), "y_tr"),
+    (lambda **kw: linear_probe(_F, _Y.float(), _F, _Y, **kw), dict(), "y_tr"),
+    (lambda **kw: linear_probe(y_tr=_Y, f_te=_F, y_te=_Y, **kw), dict(f_tr=torch.full((6, 3), float("nan"))),
+     "f_tr"),
+    (lambda **kw: linear_probe(_F, _Y, y_te=_Y, **kw), dict(f_te=torch.zeros(6, 2)), "f_te"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", OCL_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)

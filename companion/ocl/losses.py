@@ -35,8 +35,9 @@ def _pair(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str]) -> None:
 
 def tsp_similarity(s: torch.Tensor, kappa: float = 1 / 64) -> torch.Tensor:
     """psi(s) = (1 + s) / (2 (1 + kappa (1 - s))), eq. (ocl-tsp): [-1, 1] -> [0, 1], increasing."""
-    if not isinstance(kappa, numbers.Real) or isinstance(kappa, bool) or not kappa >= 0:
-        raise ValueError(f"kappa: expected a number >= 0, got {kappa!r}")
+    if not isinstance(kappa, numbers.Real) or isinstance(kappa, bool) or not kappa >= 0 \
+            or not math.isfinite(kappa):
+        raise ValueError(f"kappa: expected a finite number >= 0, got {kappa!r}")
     return 0.5 * (1 + s) / (1 + kappa * (1 - s))
 
 
@@ -79,6 +80,11 @@ def mae_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
                          f"got {tuple(target.shape)}")
     if mask.shape != pred.shape[:2]:
         raise ValueError(f"mask: expected [B, L] = {tuple(pred.shape[:2])}, got {tuple(mask.shape)}")
+    for t, name in ((pred, "pred"), (target, "target")):
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name}: must be finite, got NaN or inf")
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError("mask: expected 0/1 entries (1 = hidden)")
     if not mask.any():
         raise ValueError("mask: expected at least one masked patch, got none")
     if norm_pix:

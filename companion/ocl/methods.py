@@ -5,6 +5,7 @@ and ``flops_per_step(batch)`` (forward and backward, counted by torch's FLOP cou
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import torch
 import torch.nn.functional as F
@@ -21,11 +22,16 @@ __all__ = ["occlusion_views", "keep_count", "augment", "count_flops", "OCL", "Si
 
 
 def keep_count(L: int, mask_ratio: float) -> int:
-    """K = 2 floor(floor(L (1 - r)) / 2): the surviving tokens, rounded down to an even count."""
+    """K = 2 floor(floor(L (1 - r)) / 2): the surviving tokens, rounded down to an even count.
+
+    The floor is taken in exact arithmetic on the ratio as written (``0.9`` is nine tenths), not
+    on the binary float ``L * (1 - r)``, which can fall just below an integer (at L = 100,
+    r = 0.9 it is 9.999..., and a float floor would keep 8 tokens instead of 10)."""
+    L = as_positive_int(L, "L")
     if isinstance(mask_ratio, bool) or not isinstance(mask_ratio, (int, float)) \
             or not 0 <= mask_ratio < 1:
         raise ValueError(f"mask_ratio: expected a number in [0, 1), got {mask_ratio!r}")
-    K = int(L * (1 - mask_ratio)) // 2 * 2
+    K = math.floor(L * (1 - Fraction(repr(float(mask_ratio))))) // 2 * 2
     if K < 2:
         raise ValueError(f"mask_ratio: {mask_ratio} keeps {K} of {L} tokens; two views need >= 2")
     return K
@@ -42,6 +48,8 @@ def occlusion_views(tokens: torch.Tensor, mask_ratio: float,
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 3 or tokens.shape[0] == 0:
         raise ValueError(f"tokens: expected [B>=1, L, D], got "
                          f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else tokens!r}")
+    if not bool(torch.isfinite(tokens).all()):
+        raise ValueError("tokens: must be finite, got NaN or inf")
     B, L, D = tokens.shape
     K = keep_count(L, mask_ratio)
     noise = torch.rand(B, L, generator=generator, device=generator.device if generator else "cpu")

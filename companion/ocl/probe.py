@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -82,6 +83,14 @@ def linear_probe(f_tr: torch.Tensor, y_tr: torch.Tensor, f_te: torch.Tensor,
     if y_tr.shape != (len(f_tr),) or y_te.shape != (len(f_te),):
         raise ValueError(f"y_tr, y_te: expected one label per feature row, got "
                          f"{tuple(y_tr.shape)} and {tuple(y_te.shape)}")
+    for t, name in ((y_tr, "y_tr"), (y_te, "y_te")):
+        if t.dtype.is_floating_point or t.dtype == torch.bool or (len(t) and int(t.min()) < 0):
+            raise ValueError(f"{name}: expected integer class labels >= 0, got dtype {t.dtype}"
+                             + (f", min {t.min().item()}" if len(t) else ""))
+    if isinstance(l2, bool) or not isinstance(l2, numbers.Real) or not math.isfinite(l2) or l2 < 0:
+        raise ValueError(f"l2: expected a finite number >= 0, got {l2!r}")
+    if isinstance(iters, bool) or not isinstance(iters, numbers.Integral) or iters < 1:
+        raise ValueError(f"iters: expected an integer >= 1, got {iters!r}")
     mu, sd = f_tr.mean(0), f_tr.std(0) + 1e-6
     a, b = ((f_tr - mu) / sd).double(), ((f_te - mu) / sd).double()
     n_classes = int(max(y_tr.max(), y_te.max())) + 1
