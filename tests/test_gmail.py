@@ -233,3 +233,54 @@ def test_hash_text_encoder_is_deterministic_across_processes():
     out = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
            for _ in range(2)}
     assert len(out) == 1
+
+
+# --- issue 49: the table of bad inputs ------------------------------------------------------------
+
+_Z = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+_ZERO_ROW = torch.cat([torch.zeros(1, 8), _Z[1:]])
+_BANK = torch.randn(30, 8, generator=torch.Generator().manual_seed(1))
+_IDS = torch.tensor([0, 1, 2, 3])
+
+GMAIL_BAD_INPUTS = [
+    (lambda **kw: gm.gen_real_alignment_loss(z_real=_Z, **kw), dict(z_gen=_ZERO_ROW), "z_gen"),
+    (lambda **kw: gm.gen_real_alignment_loss(_Z, **kw), dict(z_real=_ZERO_ROW), "z_real"),
+    (lambda **kw: gm.gen_real_alignment_loss(_Z, **kw), dict(z_real=torch.full((4, 8), float("inf"))), "z_real"),
+    (lambda **kw: gm.gen_real_alignment_loss(_Z, _Z, **kw), dict(tau=float("nan")), "tau"),
+    (lambda **kw: gm.gen_real_alignment_loss(_Z, _Z, **kw), dict(caption_ids=torch.tensor([0, 1, -1, 2])),
+     "caption_ids"),
+    (lambda **kw: gm.gen_real_alignment_loss(_Z, _Z, **kw), dict(caption_ids=torch.tensor([0.0, 1.0, 2.0, 3.0])),
+     "caption_ids"),
+    (lambda **kw: gm.caption_logits(_Z, _BANK, **kw), dict(logit_scale=float("nan")), "logit_scale"),
+    (lambda **kw: gm.caption_logits(_Z, _BANK, **kw), dict(logit_scale=torch.tensor(float("inf"))), "logit_scale"),
+    (lambda **kw: gm.caption_logits(_Z, _BANK, **kw), dict(logit_scale=torch.zeros(2)), "logit_scale"),
+    (lambda **kw: gm.caption_logits(_Z, _BANK, **kw), dict(logit_scale="2"), "logit_scale"),
+    (lambda **kw: gm.caption_logits(_Z, **kw), dict(text_bank=torch.randn(30, 7), logit_scale=0.0), "text_bank"),
+    (lambda **kw: gm.caption_ce_loss(_Z, _BANK, _IDS, **kw), dict(logit_scale=float("nan")), "logit_scale"),
+    (lambda **kw: gm.caption_ce_loss(_Z, _BANK, logit_scale=0.0, **kw), dict(ids=torch.tensor([0, 1, 2, 30])), "ids"),
+    (lambda **kw: gm.caption_ce_loss(text_bank=_BANK, ids=_IDS, logit_scale=0.0, **kw),
+     dict(z=torch.full((4, 8), float("nan"))), "z"),
+    (lambda **kw: gm.paired_cosine(_Z, **kw), dict(b=torch.randn(3, 8)), "a, b"),
+    (lambda **kw: gm.concentration(**kw), dict(z=torch.zeros(0, 8)), "z"),
+    (lambda **kw: gm.caption_retrieval(_Z, z_ref=_Z, cap_ref=_IDS, **kw), dict(cap=torch.tensor([0, 1])), "cap"),
+    (lambda **kw: gm.domain_classifier_accuracy(_Z, _Z, **kw), dict(folds=1), "folds"),
+    (lambda **kw: gm.caption_accuracy(None, _Z, text_bank=_BANK, **kw), dict(cap=torch.tensor([0, 1, 2, 99])), "cap"),
+    (lambda **kw: gm.fingerprint(2, **kw), dict(gamma=float("nan")), "gamma"),
+    (lambda **kw: gm.fingerprint(gamma=1.0, **kw), dict(c=10), "c"),
+    (lambda **kw: gm.LoRALinear(torch.nn.Linear(3, 3), **kw), dict(alpha=float("nan")), "alpha"),
+    (lambda **kw: gm.add_lora(torch.nn.Sequential(torch.nn.Linear(3, 3)), **kw), dict(rank=0), "rank"),
+    (lambda **kw: gm.ImageEncoder(**kw), dict(dim=0), "dim"),
+    (lambda **kw: gm.thickness_terciles(y=torch.zeros(2, dtype=torch.long), **kw),
+     dict(x=torch.full((2, 64), float("nan"))), "x"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", GMAIL_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)
+
+
+def test_a_learned_logit_scale_parameter_is_still_accepted():
+    s = torch.nn.Parameter(torch.tensor(2.0))
+    assert gm.caption_logits(_Z, _BANK, s).shape == (4, 30)

@@ -59,3 +59,23 @@ def as_positive(x, name: str) -> float:
     if as_nonneg(x, name) == 0:
         raise ValueError(f"{name}: expected a number > 0, got {x!r}")
     return float(x)
+
+
+def nonzero_rows(x: torch.Tensor, name: str) -> torch.Tensor:
+    """Refuse rows of zero norm, which have no direction (their cosine would silently be 0)."""
+    zero = x.norm(dim=1) == 0
+    if bool(zero.any()):
+        raise ValueError(f"{name}: row {int(zero.nonzero()[0])} is a zero vector, which has no direction")
+    return x
+
+
+def as_scalar(x, name: str) -> torch.Tensor:
+    """``x`` (a number or a one-element tensor, e.g. a learned parameter) as a finite scalar tensor."""
+    if isinstance(x, bool) or not isinstance(x, (numbers.Real, torch.Tensor)):
+        raise ValueError(f"{name}: expected a finite real number, got {x!r}")
+    t = torch.as_tensor(x)
+    if t.numel() != 1 or t.is_complex() or t.dtype == torch.bool:
+        raise ValueError(f"{name}: expected one finite real number, got shape {tuple(t.shape)}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name}: must be finite, got {t.item()}")
+    return t

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._checks import as_batch, as_ids, as_positive, same_rows
+from ._checks import as_batch, as_ids, as_positive, as_scalar, nonzero_rows, same_rows
 
 __all__ = ["caption_ce_loss", "gen_real_alignment_loss", "caption_logits"]
 
@@ -18,7 +18,8 @@ def _logits(z: torch.Tensor, text_bank: torch.Tensor, logit_scale) -> torch.Tens
 def caption_logits(z: torch.Tensor, text_bank: torch.Tensor, logit_scale) -> torch.Tensor:
     """e^s cos(z_i, t_c) for every image i and caption c: (B, C)."""
     z = as_batch(z, "z")
-    return _logits(z, as_batch(text_bank, "text_bank", dim=z.shape[1]), logit_scale)
+    text_bank = as_batch(text_bank, "text_bank", dim=z.shape[1])
+    return _logits(z, text_bank, as_scalar(logit_scale, "logit_scale"))
 
 
 def _caption_ce(z, text_bank, ids, logit_scale) -> torch.Tensor:
@@ -43,6 +44,8 @@ def gen_real_alignment_loss(z_gen: torch.Tensor, z_real: torch.Tensor, caption_i
     """
     z_gen, z_real = as_batch(z_gen, "z_gen"), as_batch(z_real, "z_real")
     same_rows(z_gen, z_real, "z_gen, z_real")
+    nonzero_rows(z_gen, "z_gen")
+    nonzero_rows(z_real, "z_real")
     ids = None if caption_ids is None else as_ids(caption_ids, "caption_ids", len(z_gen), n_captions=None)
     return _alignment(z_gen, z_real, ids, as_positive(tau, "tau"))
 
