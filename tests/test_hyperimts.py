@@ -415,3 +415,48 @@ def test_seed_statistics():
     assert hx.pooled_mse(res, [0, 1]) == pytest.approx(13 / 4) and hx.pooled_mse(res, [1, 2]) == 4.0
     with pytest.raises(ValueError, match="^variables"):
         hx.pooled_mse(res, [2])
+
+
+# --- issue 49: the table of bad inputs ------------------------------------------------------------
+
+_T = torch.tensor([0.1, 0.3, 0.8], dtype=torch.float64)
+_V = torch.tensor([0, 1, 1])
+_S = torch.zeros(3, dtype=torch.long)
+_SMALL = IMTSBatch(time=[0.1, 0.3, 0.8], var=[0, 1, 1], value=[1.0, 2.0, 0.0], is_query=[False, False, True],
+                   offsets=[0, 3], n_vars=2)
+
+HYPERIMTS_BAD_INPUTS = [
+    (lambda **kw: hx.build_hypergraph(var=_V, sample=_S, n_samples=1, n_vars=2, **kw),
+     dict(time=torch.tensor([0.1, float("nan"), 0.8], dtype=torch.float64)), "time"),
+    (lambda **kw: hx.build_hypergraph(_T, sample=_S, n_samples=1, n_vars=2, **kw), dict(var=torch.tensor([0, 2, 1])),
+     "var"),
+    (lambda **kw: hx.build_hypergraph(_T, _V, n_samples=1, n_vars=2, **kw), dict(sample=torch.tensor([0, 0, 1])),
+     "sample"),
+    (lambda **kw: hx.build_hypergraph(_T, _V, _S, n_vars=2, **kw), dict(n_samples=0), "n_samples"),
+    (lambda **kw: hx.build_hypergraph(_T, _V, _S, n_samples=1, **kw), dict(n_vars=1.5), "n_vars"),
+    (lambda **kw: hx.incidence_matrices(var=[0, 1, 1], n_vars=2, **kw), dict(time=[0.1, float("nan"), 0.8]), "time"),
+    (lambda **kw: hx.incidence_matrices(time=[0.1, 0.3, 0.8], n_vars=2, **kw), dict(var=[0, 1, 7]), "var"),
+    (lambda **kw: hx.incidence_matrices(time=[0.1, 0.3, 0.8], n_vars=2, **kw), dict(var=[0.0, 1.0, 1.0]), "var"),
+    (lambda **kw: hx.incidence_matrices(time=[0.1, 0.3, 0.8], var=[0, 1, 1], **kw), dict(n_vars=0), "n_vars"),
+    (lambda **kw: hx.segment_softmax(segment=torch.tensor([0, 0, 1]), n_segments=2, **kw),
+     dict(scores=torch.zeros(3)), "scores"),
+    (lambda **kw: hx.segment_softmax(torch.zeros(3, 2), n_segments=2, **kw), dict(segment=torch.tensor([0, 1])),
+     "segment"),
+    (lambda **kw: hx.segment_softmax(torch.zeros(3, 2), torch.tensor([0, 0, 1]), **kw), dict(n_segments=0),
+     "n_segments"),
+    (lambda **kw: hx.masked_mse(batch=_SMALL, **kw), dict(pred=torch.zeros(2)), "pred"),
+    (lambda **kw: hx.masked_mse(torch.zeros(3), **kw), dict(batch="batch"), "batch"),
+    (lambda **kw: hx.masked_mse(torch.zeros(3), _SMALL, **kw), dict(rows=torch.zeros(3, dtype=torch.bool)), "rows"),
+    (lambda **kw: hx.masked_mse(torch.zeros(3), _SMALL, **kw), dict(rows=torch.ones(2, dtype=torch.bool)), "rows"),
+    (lambda **kw: hx.mean_ci([1.0, 2.0], **kw), dict(level=float("nan")), "level"),
+    (lambda **kw: hx.mean_ci([1.0, 2.0], **kw), dict(level=1.0), "level"),
+    (lambda **kw: hx.mean_ci(**kw), dict(values=[1.0, float("nan")]), "values"),
+    (lambda **kw: hx.HyperIMTS(2, **kw), dict(d_model=7), "d_model"),
+    (lambda **kw: hx.GraFITi(2, **kw), dict(d_model=7), "d_model"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", HYPERIMTS_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument_table(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)

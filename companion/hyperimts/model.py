@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from companion.data.imts import IMTSBatch
-from companion.validation import as_choice
+from companion.validation import as_choice, as_positive_int
 
 __all__ = ["Hypergraph", "build_hypergraph", "pairs_within", "incidence_matrices", "segment_softmax",
            "HyperedgeAttention", "NodeAttention", "IrregularityAwareAttention", "HyperIMTS", "NODE_UPDATES",
@@ -77,6 +77,13 @@ def build_hypergraph(time: torch.Tensor, var: torch.Tensor, sample: torch.Tensor
     hyperedges are split by variable, so a node only ever meets nodes of its own variable: the
     channel-independent ablation.
     """
+    n_samples, n_vars = as_positive_int(n_samples, "n_samples"), as_positive_int(n_vars, "n_vars")
+    _check_rows(time, var, n_vars)
+    if sample.shape != time.shape or sample.dtype.is_floating_point:
+        raise ValueError(f"sample: expected integer sample ids of shape {tuple(time.shape)}, got "
+                         f"{sample.dtype} of shape {tuple(sample.shape)}")
+    if bool(((sample < 0) | (sample >= n_samples)).any()):
+        raise ValueError(f"sample: ids must lie in 0..{n_samples - 1}")
     time_edge, edge_time = _distinct(sample, time.double(), None if cross_variable else var)
     group, n_groups = (sample, n_samples) if cross_variable else (sample * n_vars + var, n_samples * n_vars)
     sizes = torch.bincount(group, minlength=n_groups)
@@ -86,6 +93,19 @@ def build_hypergraph(time: torch.Tensor, var: torch.Tensor, sample: torch.Tensor
     n_edges = edge_time.numel()
     return Hypergraph(time_edge, sample * n_vars + var, edge_time, n_edges, n_samples * n_vars,
                       pairs_within(time_edge, n_edges), sample, n_samples, group, slot, n_groups, int(sizes.max()))
+
+
+def _check_rows(time: torch.Tensor, var: torch.Tensor, n_vars: int) -> None:
+    """Flat rows: finite timestamps, one integer variable id in ``0..n_vars-1`` per row."""
+    if time.ndim != 1 or time.numel() == 0:
+        raise ValueError(f"time: expected a non-empty 1-D tensor of timestamps, got shape {tuple(time.shape)}")
+    if not bool(torch.isfinite(time).all()):
+        raise ValueError("time: must be finite (found NaN or inf)")
+    if var.shape != time.shape or var.dtype.is_floating_point or var.dtype == torch.bool:
+        raise ValueError(f"var: expected integer variable ids of shape {tuple(time.shape)}, got "
+                         f"{var.dtype} of shape {tuple(var.shape)}")
+    if bool(((var < 0) | (var >= n_vars)).any()):
+        raise ValueError(f"var: ids must lie in 0..{n_vars - 1}, got {int(var.min())}..{int(var.max())}")
 
 
 def _distinct(sample: torch.Tensor, time: torch.Tensor, var: torch.Tensor | None):
@@ -129,8 +149,11 @@ def incidence_matrices(time, var, n_vars: int) -> tuple[torch.Tensor, torch.Tens
     when it belongs to variable ``v`` (eq. hyperimts-incidence). For pictures and exercises;
     the model itself never builds these matrices.
     """
+    n_vars = as_positive_int(n_vars, "n_vars")
     time = torch.as_tensor(time, dtype=torch.float64)
-    var = torch.as_tensor(var, dtype=torch.long)
+    var = torch.as_tensor(var)
+    _check_rows(time, var, n_vars)
+    var = var.long()
     times, t_idx = torch.unique(time, return_inverse=True)
     n = time.numel()
     I_T = torch.zeros(times.numel(), n)
@@ -146,6 +169,12 @@ def segment_softmax(scores: torch.Tensor, segment: torch.Tensor,
     members). The largest score of each segment is subtracted first, so large scores
     do not overflow.
     """
+    if not isinstance(scores, torch.Tensor) or scores.ndim != 2:
+        raise ValueError(f"scores: expected a (n, H) tensor, got {tuple(getattr(scores, 'shape', ())) or scores!r}")
+    if not isinstance(segment, torch.Tensor) or segment.shape != scores.shape[:1] or segment.dtype.is_floating_point:
+        raise ValueError(f"segment: expected integer segment ids of shape ({scores.shape[0]},), got "
+                         f"{tuple(getattr(segment, 'shape', ())) or segment!r}")
+    n_segments = as_positive_int(n_segments, "n_segments")
     idx = segment[:, None].expand_as(scores)
     top = scores.new_full((n_segments, scores.shape[1]), -torch.inf)
     top = top.scatter_reduce(0, idx, scores.detach(), "amax")
@@ -376,6 +405,14 @@ class HyperIMTS(nn.Module):
 
 def masked_mse(pred: torch.Tensor, batch: IMTSBatch, rows: torch.Tensor | None = None) -> torch.Tensor:
     """Mean squared error over the query rows of the batch (all queries of all samples pooled), eq. (hyperimts-dec)."""
+    if not isinstance(batch, IMTSBatch):
+        raise ValueError(f"batch: expected an IMTSBatch, got {type(batch).__name__}")
+    if not isinstance(pred, torch.Tensor) or pred.shape != (batch.n_nodes,):
+        raise ValueError(f"pred: expected one forecast per row, shape ({batch.n_nodes},), got "
+                         f"{tuple(getattr(pred, 'shape', ())) or type(pred).__name__}")
+    if rows is not None and (not isinstance(rows, torch.Tensor) or rows.shape != (batch.n_nodes,)
+                             or rows.dtype != torch.bool):
+        raise ValueError(f"rows: expected a boolean mask of shape ({batch.n_nodes},)")
     mask = batch.is_query if rows is None else batch.is_query & rows
     if not bool(mask.any()):
         raise ValueError("rows: no query row selected, the error of an empty set is undefined")

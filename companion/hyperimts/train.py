@@ -112,6 +112,8 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
     """Mean of per-seed values and its ``level`` t-interval: ``(mean, low, high)``."""
     from scipy import stats
 
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level: expected a confidence level in (0, 1), got {level!r}")
     x = np.asarray(values, dtype=float)
     if x.ndim != 1 or x.size < 2 or not np.isfinite(x).all():
         raise ValueError(f"values: expected at least two finite per-seed numbers, got {values!r}")
