@@ -5,12 +5,13 @@ explanations* (ICML 2025), at laptop scale. The official code is only partly rel
 generator with its decoupled straight-through estimator, and the training loop); what is ours is
 said where it is defined. Equation labels refer to the chapter ``book/time-series/orte.md``.
 
-* :func:`freq_shapes`, :func:`low_var_detect` -- synthetic benchmarks with ground-truth salient
+* :func:`freq_shapes`, :func:`low_var_detect`, :func:`decoy_ramps` -- synthetic benchmarks with ground-truth salient
   entries, after the TimeX lineage;
 * :class:`CNNClassifier`, :func:`train_blackbox` -- the black box to explain;
 * :func:`decoupled_ste` (eq. ``orte-ste``), :func:`contrast_loss` (``orte-contrast``),
   :class:`ORTEExplainer` (``orte-loss``) -- the explainer;
-* :func:`vanilla_saliency`, :func:`integrated_gradients`, :func:`random_saliency` -- baselines;
+* :func:`vanilla_saliency`, :func:`integrated_gradients`, :func:`random_saliency`,
+  :func:`amplitude_saliency` -- baselines and controls;
 * :func:`ground_truth_scores`, :func:`keep_accuracy` -- the metrics.
 """
 
@@ -21,13 +22,13 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.metrics import auc, average_precision_score, precision_recall_curve
+from sklearn.metrics import auc
 from torch import nn
 
 __all__ = [
-    "narma2", "freq_shapes", "low_var_detect", "CNNClassifier", "train_blackbox", "accuracy",
+    "narma2", "freq_shapes", "low_var_detect", "decoy_ramps", "OFFICIAL_WEIGHTS", "BOOK_WEIGHTS", "CNNClassifier", "train_blackbox", "accuracy",
     "decoupled_ste", "contrast_loss", "js_divergence", "ORTEExplainer", "vanilla_saliency",
-    "integrated_gradients", "random_saliency", "ground_truth_scores", "keep_accuracy",
+    "integrated_gradients", "random_saliency", "amplitude_saliency", "ground_truth_scores", "keep_accuracy",
 ]
 
 
@@ -92,6 +93,43 @@ def low_var_detect(n: int, T: int = 100, seed: int = 0):
         ch, mean = c // 2, (-1.5, 1.5)[c % 2]
         X[i, start:start + length, ch] = rng.normal(mean, 0.1, length)
         gt[i, start:start + length, ch] = True
+    return X.astype(np.float32), y.astype(np.int64), gt
+
+
+def decoy_ramps(n: int, T: int = 60, noise: float = 0.2, seed: int = 0):
+    """Decoys: the label is a quiet ramp; loud spikes that look salient decide nothing.
+
+    Two channels. Classes 0/1 put a ramp (length 12, rising 0 -> +1.2 for class 0, falling
+    0 -> -1.2 for class 1) in channel 0, classes 2/3 the same in channel 1. Every series, whatever
+    its class, also carries three spikes of height +-3 (random sign, three entries wide) at random
+    places in random channels, away from the ramp and from each other, in the spirit of the SeqComb designs of the
+    TimeX line. The ramp is the ground truth, the spikes never are, so an explainer that marks
+    what stands out in the series, not what the classifier reads, scores low.
+    Returns ``X (n, T, 2) float32``, ``y (n,) int64``, ``gt (n, T, 2) bool``.
+    """
+    n, T = _positive_int("n", n), _positive_int("T", T, 40)
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not math.isfinite(noise) or noise < 0:
+        raise ValueError(f"noise: expected a standard deviation >= 0, got {noise!r}")
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 4
+    rng.shuffle(y)
+    X = rng.normal(0, noise, (n, T, 2)) if noise > 0 else np.zeros((n, T, 2))
+    gt = np.zeros((n, T, 2), bool)
+    length = 12
+    ramp = np.linspace(0, 1.2, length)
+    for i, c in enumerate(y):
+        ch, sign = int(c // 2), (1.0, -1.0)[c % 2]
+        start = int(rng.integers(2, T - length - 2))
+        X[i, start:start + length, ch] += sign * ramp
+        gt[i, start:start + length, ch] = True
+        free = [t for t in range(1, T - 1) if t + 1 < start - 1 or t - 1 > start + length]
+        centres: list[int] = []
+        while len(centres) < 3:  # three spikes that neither overlap nor touch
+            c = int(rng.choice(free))
+            if all(abs(c - o) >= 4 for o in centres):
+                centres.append(c)
+        for centre in centres:
+            X[i, centre - 1:centre + 2, int(rng.integers(2))] += float(rng.choice([-3.0, 3.0]))
     return X.astype(np.float32), y.astype(np.int64), gt
 
 
@@ -166,6 +204,12 @@ def _check_fill(name: str, t, X: torch.Tensor, low: float = -float("inf")) -> to
 
 
 _LOSS_TERMS = ("js", "prior", "con", "sparse")
+#: The released loop's weights (consistency.py: cont_loss_weight_first=10, sparse_loss_weight=10,
+#: the sparsity being the batch mean of the mask summed over time); prior weight 2 from TimeX++.
+OFFICIAL_WEIGHTS = dict(js=1.0, prior=2.0, con=10.0, sparse=10.0)
+#: The first pass's weights (contrast 1, sparsity 1 x the mean of the mask): the ablation.
+BOOK_WEIGHTS = dict(js=1.0, prior=2.0, con=1.0, sparse=1.0)
+_SPARSITY = ("sum", "mean")
 
 
 # --- ORTE ---------------------------------------------------------------------------------------
@@ -241,7 +285,7 @@ class ORTEExplainer(nn.Module):
 
     def __init__(self, d_inp: int, hidden: int = 32, d_pe: int = 16, use_contrast: bool = True,
                  tau_f: float = 0.1, tau_b: float = 3.0, adapt: float = 1e-3,
-                 weights: dict | None = None, r: float = 0.5):
+                 weights: dict | None = None, r: float = 0.5, sparsity: str = "sum"):
         super().__init__()
         self.d_pe, self.use_contrast = d_pe, use_contrast
         self.tau_f, self.tau_b, self.adapt, self.r = tau_f, tau_b, adapt, r
@@ -255,7 +299,10 @@ class ORTEExplainer(nn.Module):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0:
                 raise ValueError(f"weights: weights[{key!r}] must be a finite number >= 0, got {value!r}")
-        self.w = dict(js=1.0, prior=2.0, con=1.0, sparse=1.0) | weights
+        if sparsity not in _SPARSITY:
+            raise ValueError(f"sparsity: expected one of {list(_SPARSITY)}, got {sparsity!r}")
+        self.sparsity = sparsity
+        self.w = dict(OFFICIAL_WEIGHTS) | weights
         c = _positive_int("d_inp", d_inp) + d_pe
         self.body = nn.Sequential(nn.Conv1d(c, hidden, 5, padding=2), nn.GELU(),
                                   nn.Conv1d(hidden, hidden, 5, padding=2), nn.GELU())
@@ -286,7 +333,7 @@ class ORTEExplainer(nn.Module):
         prior = (pc * (pc / self.r).log() + (1 - pc) * ((1 - pc) / (1 - self.r)).log()).mean()
         smooth = (p[:, 1:] - p[:, :-1]).norm() / p.numel()
         terms = {"js": js_divergence(model(x_pos), model(x)), "prior": prior + smooth,
-                 "sparse": m.mean()}
+                 "sparse": m.sum(1).mean() if self.sparsity == "sum" else m.mean()}
         if self.use_contrast:
             terms["con"] = contrast_loss(x, x_pos, x_neg)
         return terms
@@ -362,14 +409,34 @@ def random_saliency(X: torch.Tensor, seed: int = 0) -> torch.Tensor:
     return torch.rand(X.shape, generator=gen).to(X.device)
 
 
+def amplitude_saliency(X: torch.Tensor) -> torch.Tensor:
+    """``|x - median_t(x)|`` per channel: an edge detector that reads the series, never a model."""
+    _check_series("X", X)
+    return (X - X.median(1, keepdim=True).values).abs()
+
+
 # --- metrics ------------------------------------------------------------------------------------
 
-def ground_truth_scores(saliency, gt) -> dict[str, float]:
-    """AUPRC, AUP and AUR against the ground truth, means over samples (eq. orte-aup).
+def _pr_curve(g: np.ndarray, s: np.ndarray):
+    """``sklearn.metrics.precision_recall_curve(g, s)``, vectorised for one sample: precision and
+    recall at each distinct threshold in increasing order, then the end point (1, 0)."""
+    order = np.argsort(-s, kind="mergesort")
+    s, g = s[order], g[order]
+    idx = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # last index of each distinct score
+    tps = np.cumsum(g)[idx].astype(float)
+    prec = tps / (idx + 1)
+    rec = tps / tps[-1]
+    return np.r_[prec[::-1], 1.0], np.r_[rec[::-1], 0.0], s[idx][::-1]
 
-    Each sample's saliency is min-max normalised; AUPRC is its average precision, AUP and AUR the
-    areas under precision and recall as functions of the threshold. Samples with an empty ground
-    truth are skipped and counted in ``n_skipped``.
+
+def ground_truth_scores(saliency, gt) -> dict[str, float]:
+    """AUPRC, AP, AUP and AUR against the ground truth, means over samples (eq. orte-aup).
+
+    Each sample's saliency is min-max normalised; AUPRC is the trapezoidal area under its
+    precision-recall curve, ``auc(recall, precision)`` as in the released ``consistency.py``; AP
+    is its average precision (the first pass's AUPRC); AUP and AUR are the areas under precision
+    and recall as functions of the threshold. Samples with an empty ground truth are skipped and
+    counted in ``n_skipped``.
     """
     s, g = np.asarray(saliency, float), np.asarray(gt, bool)
     if s.shape != g.shape or s.ndim != 3 or len(s) == 0:
@@ -382,14 +449,16 @@ def ground_truth_scores(saliency, gt) -> dict[str, float]:
             skipped += 1
             continue
         si = (si - si.min()) / max(si.max() - si.min(), 1e-12)
-        prec, rec, thr = precision_recall_curve(gi, si)
-        rows.append((average_precision_score(gi, si),
+        prec, rec, thr = _pr_curve(gi, si)
+        ap = -float(np.sum(np.diff(rec) * prec[:-1]))
+        rows.append((auc(rec, prec), ap,
                      auc(thr, prec[:-1]) if len(thr) > 1 else 0.0,
                      auc(thr, rec[:-1]) if len(thr) > 1 else 0.0))
     if not rows:
         raise ValueError("gt: every sample has an empty ground truth")
-    auprc, aup, aur = np.mean(rows, 0)
-    return {"auprc": float(auprc), "aup": float(aup), "aur": float(aur), "n_skipped": skipped}
+    auprc, ap, aup, aur = np.mean(rows, 0)
+    return {"auprc": float(auprc), "ap": float(ap), "aup": float(aup), "aur": float(aur),
+            "n_skipped": skipped}
 
 
 @torch.no_grad()

@@ -28,7 +28,6 @@ NOT_MIGRATED = {  # one slug per line: a chapter that adopts contract v3 deletes
     "ocl",
     "flair",
     "hyperimts",
-    "orte",
     "ngs",
     "wormi",
 }

@@ -46,13 +46,15 @@ def test_contrast_loss_matches_a_loop_over_samples_and_channels():
 
 
 def _brute_force(s, g):
-    """Average precision and areas under precision/recall by direct counting."""
+    """Trapezoidal AUPRC, average precision and areas under precision/recall by direct counting."""
     s = (s - s.min()) / (s.max() - s.min())
     thr = np.unique(s)
     prec = np.array([g[s >= t].mean() for t in thr])
     rec = np.array([g[s >= t].sum() / g.sum() for t in thr])
     ap = sum((rec[k] - (rec[k + 1] if k + 1 < len(thr) else 0)) * prec[k] for k in range(len(thr)))
-    return ap, np.trapezoid(prec, thr), np.trapezoid(rec, thr)
+    # the curve runs from the lowest threshold (recall 1) to the end point (recall 0, precision 1)
+    auprc = np.trapezoid(np.r_[prec, 1.0][::-1], np.r_[rec, 0.0][::-1])
+    return auprc, ap, np.trapezoid(prec, thr), np.trapezoid(rec, thr)
 
 
 def test_ground_truth_scores_match_brute_force():
@@ -63,16 +65,19 @@ def test_ground_truth_scores_match_brute_force():
     g[:, 0, 0] = True
     got = ot.ground_truth_scores(s, g)
     want = np.mean([_brute_force(a.ravel(), b.ravel()) for a, b in zip(s, g)], 0)
-    assert [got["auprc"], got["aup"], got["aur"]] == pytest.approx(list(want), abs=1e-12)
+    assert [got["auprc"], got["ap"], got["aup"], got["aur"]] == pytest.approx(list(want), abs=1e-12)
+    assert got["auprc"] != pytest.approx(got["ap"], abs=1e-6)  # the official metric is not AP
 
 
 def test_perfect_and_constant_saliency_and_empty_ground_truth():
     g = np.zeros((3, 10, 1), bool)
     g[0, 2:4] = g[1, 5:9] = True  # sample 2 has an empty ground truth
     perfect = ot.ground_truth_scores(g.astype(float), g)
-    assert perfect["auprc"] == 1.0 and perfect["n_skipped"] == 1
+    assert perfect["auprc"] == 1.0 and perfect["ap"] == 1.0 and perfect["n_skipped"] == 1
     const = ot.ground_truth_scores(np.ones((3, 10, 1)), g)
-    assert const["auprc"] == pytest.approx(np.mean([0.2, 0.4]))
+    assert const["ap"] == pytest.approx(np.mean([0.2, 0.4]))
+    # auc(recall, precision): the trapezoid from (1, share) to the end point (0, 1)
+    assert const["auprc"] == pytest.approx(np.mean([(0.2 + 1) / 2, (0.4 + 1) / 2]))
 
 
 def test_integrated_gradients_completeness():
@@ -179,4 +184,83 @@ def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
 
 
 def test_known_loss_weights_are_still_accepted():
-    assert ot.ORTEExplainer(1, weights={"prior": 0.5}).w == dict(js=1.0, prior=0.5, con=1.0, sparse=1.0)
+    assert ot.ORTEExplainer(1, weights={"prior": 0.5}).w == dict(js=1.0, prior=0.5, con=10.0, sparse=10.0)
+
+
+# --- issue 34: the official loss, the decoy benchmark, the edge detector -------------------------
+
+def test_default_weights_are_the_released_loops():
+    ex = ot.ORTEExplainer(1)
+    assert ex.w == ot.OFFICIAL_WEIGHTS and ex.w["con"] == 10.0 and ex.w["sparse"] == 10.0
+    assert ex.sparsity == "sum"
+
+
+@pytest.mark.parametrize("sparsity", ["sum", "mean"])
+def test_sparsity_term_is_the_mask_summed_over_time_or_its_mean(sparsity, monkeypatch):
+    torch.manual_seed(0)
+    X = torch.randn(3, 20, 2)
+    ex = ot.ORTEExplainer(2, sparsity=sparsity)
+    seen = {}
+    orig = ex.sample_mask
+
+    def spy(p):
+        seen["m"] = orig(p)
+        return seen["m"]
+
+    monkeypatch.setattr(ex, "sample_mask", spy)
+    terms = ex.losses(ot.CNNClassifier(2, 4), X, X.mean(0), X.std(0))
+    m = seen["m"]
+    want = m.sum(1).mean() if sparsity == "sum" else m.mean()
+    got = float(terms["sparse"].detach())
+    assert got == pytest.approx(float(want.detach()))
+    if sparsity == "sum" and m.sum() > 0:
+        assert got == pytest.approx(20 * float(m.mean().detach()))
+
+
+def test_decoys_are_loud_spikes_off_a_quiet_ramp_that_decides_the_class():
+    X, y, gt = ot.decoy_ramps(40, noise=0.0, seed=1)
+    X2, _, _ = ot.decoy_ramps(40, noise=0.0, seed=1)
+    assert X.shape == (40, 60, 2) and gt.shape == X.shape and np.array_equal(X, X2)
+    assert np.bincount(y).tolist() == [10] * 4
+    for i in range(40):
+        ch = y[i] // 2
+        assert gt[i, :, ch].sum() == 12 and not gt[i, :, 1 - ch].any()
+        ramp = X[i, gt[i, :, ch], ch]
+        assert np.all(np.diff(ramp) > 0) == (y[i] % 2 == 0) and np.abs(ramp).max() <= 1.2 + 1e-6
+        assert (np.abs(X[i]) >= 3 - 1e-6).sum() == 9 and not (gt[i] & (np.abs(X[i]) > 1.3)).any()
+
+
+def test_edge_detector_finds_spikes_and_misses_the_decoy_ramp():
+    X, _, gt = ot.freq_shapes(40, seed=0)
+    assert ot.ground_truth_scores(ot.amplitude_saliency(torch.tensor(X)).numpy(), gt)["auprc"] > 0.9
+    X, _, gt = ot.decoy_ramps(40, seed=0)
+    assert ot.ground_truth_scores(ot.amplitude_saliency(torch.tensor(X)).numpy(), gt)["auprc"] < 0.5
+
+
+@pytest.mark.parametrize("fn, kwargs, name", [
+    (lambda **kw: ot.ORTEExplainer(1, **kw), dict(sparsity="max"), "sparsity"),
+    (lambda **kw: ot.decoy_ramps(**kw), dict(n=0), "n"),
+    (lambda **kw: ot.decoy_ramps(4, **kw), dict(T=20), "T"),
+    (lambda **kw: ot.decoy_ramps(4, **kw), dict(noise=float("inf")), "noise"),
+    (lambda **kw: ot.amplitude_saliency(**kw), dict(X=torch.zeros(2, 10)), "X"),
+    (lambda **kw: ot.amplitude_saliency(**kw), dict(X=torch.full((1, 5, 1), float("nan"))), "X"),
+])
+def test_new_functions_refuse_bad_input_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)
+
+
+def test_vectorised_pr_curve_matches_scikit_learn_with_ties():
+    from sklearn.metrics import average_precision_score, precision_recall_curve
+
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        s = np.round(rng.random(30), 1)  # many ties
+        g = rng.random(30) < 0.3
+        g[0] = True
+        want = precision_recall_curve(g, s)
+        for a, b in zip(ot._pr_curve(g, s), want):
+            assert np.allclose(a, b)
+        got = ot.ground_truth_scores(s[None, :, None], g[None, :, None])
+        smin = (s - s.min()) / (s.max() - s.min())
+        assert got["ap"] == pytest.approx(average_precision_score(g, smin), abs=1e-12)
