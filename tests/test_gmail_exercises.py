@@ -60,3 +60,33 @@ def test_a_stub_is_not_done():
     for check in (ex.check_alignment_loss, ex.check_lora):
         report = check(stub)
         assert report.not_done and report.score == 0
+
+
+def test_reading_b_checker_accepts_the_answer_and_names_mistakes():
+    def right(dual, x, real):
+        proj = dual.f_r.proj if real else dual.proj_g
+        return F.normalize(proj(dual.backbone_g(x)), dim=-1)
+
+    assert ex.check_reading_b(right).passed and ex.check_reading_b(right).score == 2
+
+    def reading_a(dual, x, real):
+        return dual.f_r(x) if real else dual.embed_gen(x)
+
+    assert "Reading A" in str(ex.check_reading_b(reading_a))
+
+    def one_projection(dual, x, real):
+        return dual.embed_gen(x)
+
+    assert "wrong projection" in str(ex.check_reading_b(one_projection))
+
+    def raw(dual, x, real):
+        return (dual.f_r.proj if real else dual.proj_g)(dual.backbone_g(x))
+
+    assert "unit length" in str(ex.check_reading_b(raw))
+    assert "shape" in str(ex.check_reading_b(lambda dual, x, real: dual.embed_gen(x).T))
+
+    def stub(*args):
+        raise NotImplementedError()
+
+    report = ex.check_reading_b(stub)
+    assert report.not_done and report.score == 0

@@ -1,7 +1,8 @@
 """Checkers for the exercises of the chapter *GMAIL: generated images as a modality of their own*.
 
 * :func:`check_alignment_loss` -- exercise 1, the multi-positive alignment loss (label ``gmail-multi``), 2 points;
-* :func:`check_lora` -- exercise 2, the forward pass of a LoRA layer (``gmail-lora``), 2 points.
+* :func:`check_lora` -- exercise 2, the forward pass of a LoRA layer (``gmail-lora``), 2 points;
+* :func:`check_reading_b` -- exercise 3, the dual-projection reading of inference, 2 points.
 
 Each compares the student's answer with :mod:`companion.gmail` on cases built to expose one mistake
 each, and explains the mistake it finds, citing the equation as the page numbers it.
@@ -18,7 +19,7 @@ from torch import nn
 from companion import gmail as gm
 from companion.exercises import Report, eq
 
-__all__ = ["check_alignment_loss", "check_lora"]
+__all__ = ["check_alignment_loss", "check_lora", "check_reading_b"]
 
 
 
@@ -139,6 +140,63 @@ def check_lora(lora_forward: Callable) -> Report:
             problem = f"{name}: you return the base layer only; add (alpha / r) B A x ({eq('gmail-lora')})."
         else:
             problem = f"{name}: your output differs from {eq('gmail-lora')} by up to {float((got - want).abs().max()):.3g}."
+        report.check(False, problem)
+        return report
+    return report
+
+
+def _reading_b_dual(seed: int) -> gm.DualEncoder:
+    """A small dual encoder whose LoRA factors and generated projection have moved (B != 0)."""
+    torch.manual_seed(seed)
+    dual = gm.DualEncoder(gm.ImageEncoder(dim=16, hidden=12, feat=8).requires_grad_(False).eval())
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in dual.trainable():
+            p.add_(0.5 * torch.randn(p.shape, generator=g))
+    return dual.eval()
+
+
+def check_reading_b(embed: Callable) -> Report:
+    """Check ``embed(dual, x, real)``: Reading B of inference, one LoRA-adapted backbone for every
+    image and two projections, normalize(P_r(E'(x))) for real images and normalize(P_g(E'(x)))
+    for generated ones."""
+    report = Report("Exercise 3 (Reading B: one adapted backbone, two projections)", points=2)
+    for seed, real in [(0, True), (1, False), (2, True)]:
+        dual = _reading_b_dual(seed)
+        x = torch.rand(6, 64, generator=torch.Generator().manual_seed(10 + seed))
+        name = f"{'real' if real else 'generated'} images, encoder {seed}"
+        got = report.call(embed, dual, x.clone(), real, what=name)
+        if got is None:
+            return report
+        got = torch.as_tensor(got, dtype=torch.float32).detach()
+        if not report.check(tuple(got.shape) == (6, 16), f"{name}: returned shape {tuple(got.shape)}, "
+                                                         "expected (N, 16), one embedding per image."):
+            return report
+        with torch.no_grad():
+            h_g, h_r = dual.backbone_g(x), dual.f_r.backbone(x)
+            proj = dual.f_r.proj if real else dual.proj_g
+            want = F.normalize(proj(h_g), dim=-1)
+            reading_a = dual.f_r(x) if real else dual.embed_gen(x)
+            other_proj = F.normalize((dual.proj_g if real else dual.f_r.proj)(h_g), dim=-1)
+            raw = proj(h_g)
+        if torch.allclose(got, want, atol=1e-5):
+            report.check(True, "")
+            continue
+        if real and torch.allclose(got, reading_a, atol=1e-5):
+            problem = (f"{name}: you send real images through the unchanged f_r, which is Reading A "
+                       "(Algorithm 1). In Reading B every image goes through the LoRA-adapted backbone; "
+                       "only the projection differs.")
+        elif torch.allclose(got, other_proj, atol=1e-5):
+            problem = (f"{name}: you use the wrong projection: real images take the projection for real "
+                       "(dual.f_r.proj), generated ones the projection for generated (dual.proj_g).")
+        elif torch.allclose(got, raw, atol=1e-5):
+            problem = f"{name}: normalise the embedding to unit length, as f_r and f_g do."
+        elif torch.allclose(got, F.normalize(dual.f_r.proj(h_r) if not real else proj(h_r), dim=-1), atol=1e-5):
+            problem = (f"{name}: you use f_r's backbone without LoRA; Reading B adapts the one backbone that "
+                       "both kinds of image share (dual.backbone_g).")
+        else:
+            problem = f"{name}: your embedding differs from normalize(P(E'(x))) by up to " \
+                      f"{float((got - want).abs().max()):.3g}."
         report.check(False, problem)
         return report
     return report

@@ -79,3 +79,27 @@ def as_scalar(x, name: str) -> torch.Tensor:
     if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name}: must be finite, got {t.item()}")
     return t
+
+
+def as_images(x, name: str) -> torch.Tensor:
+    """``x`` as a batch of flattened 8x8 images ``(N, 64)`` with grey levels in [0, 1] (an image on
+    scikit-learn's raw 0-16 scale must be divided by 16 first)."""
+    x = as_batch(x, name, dim=64)
+    lo, hi = float(x.min()), float(x.max())
+    if lo < 0 or hi > 1:
+        hint = " (the 0-16 scale of load_digits? divide by 16)" if hi > 1 else ""
+        raise ValueError(f"{name}: expected grey levels in [0, 1], got values in [{lo:g}, {hi:g}]{hint}")
+    return x
+
+
+def as_digits(y, name: str, n: int | None = None) -> torch.Tensor:
+    """``y`` as an int64 tensor ``(n,)`` of digit labels in 0..9 (refuses float or negative labels)."""
+    if not isinstance(y, torch.Tensor) or y.ndim != 1 or y.is_floating_point() or y.dtype == torch.bool:
+        raise ValueError(f"{name}: expected a 1-D integer tensor of digit labels, got "
+                         f"{getattr(y, 'dtype', type(y).__name__)} {tuple(getattr(y, 'shape', ()))}")
+    if n is not None and len(y) != n:
+        raise ValueError(f"{name}: expected {n} labels (one per image), got {len(y)}")
+    if len(y) and (int(y.min()) < 0 or int(y.max()) > 9):
+        bad = int(y[(y < 0) | (y > 9)][0])
+        raise ValueError(f"{name}: digit labels must lie in 0..9, got {bad}")
+    return y.long()

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ._checks import as_batch, as_int
+from ._checks import as_batch, as_digits, as_images, as_int
 
 __all__ = ["Split", "Splits", "load_digits_splits", "thickness_terciles", "thickness", "caption_ids",
            "caption_strings", "THICKNESS", "DIGIT_NAMES"]
@@ -54,7 +54,8 @@ def caption_strings() -> list[str]:
 
 def thickness_terciles(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The 33rd and 67th percentiles of the ink mass of each digit: ``(10, 2)``."""
-    x = as_batch(x, "x", dim=64)
+    x = as_images(x, "x")
+    y = as_digits(y, "y", len(x))
     mass = x.sum(1)
     out = torch.zeros(10, 2, dtype=x.dtype, device=x.device)
     for c in range(10):
@@ -67,7 +68,11 @@ def thickness_terciles(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def thickness(x: torch.Tensor, y: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
     """0 (thin), 1 (regular) or 2 (bold): where the ink mass of each image falls among its digit's terciles."""
-    mass = as_batch(x, "x", dim=64).sum(1)
+    mass = as_images(x, "x").sum(1)
+    y = as_digits(y, "y", len(mass))
+    thresholds = as_batch(thresholds, "thresholds", dim=2)
+    if len(thresholds) != 10:
+        raise ValueError(f"thresholds: expected shape (10, 2), got {tuple(thresholds.shape)}")
     t = thresholds[y]
     return (mass > t[:, 0]).long() + (mass > t[:, 1]).long()
 

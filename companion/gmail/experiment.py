@@ -14,14 +14,17 @@ from .metrics import caption_accuracy, caption_retrieval, concentration, domain_
 from .models import checksum
 from .train import METHODS, finetune_naive, pair_partners, pretrain_real_encoder, train_gmail, train_head
 
-__all__ = ["Budget", "Experiment"]
+__all__ = ["Budget", "Experiment", "PAIRINGS"]
+
+PAIRINGS = ("source", "random-pool")
 
 
 @dataclass(frozen=True)
 class Budget:
     """Sizes and steps shared by every method (quick scale by default)."""
 
-    n_gen: int = 60  # generated images per caption
+    gen_per_real: int = 1  # generated images per real downstream image (the paper: equal sizes)
+    max_ratio: int = 60  # the largest ratio drawn (the earlier recipe's 60:1, an ablation)
     n_heldout: int = 10  # held-out generated images per caption, to measure the gap
     fr_epochs: int = 60
     lora_steps: int = 150
@@ -48,7 +51,13 @@ class Experiment:
         self.f_r_checksum = checksum(self.f_r)
         self.generator = PCAGaussGenerator().fit(G.x, G.y, G.cap, self.splits.thresholds)
         caps = torch.arange(N_CAPTIONS, device=device)
-        self.cap_gen = caps.repeat_interleave(budget.n_gen)
+        D = self.splits.D
+        as_int(budget.gen_per_real, "budget.gen_per_real")
+        as_int(budget.max_ratio, "budget.max_ratio", minimum=budget.gen_per_real)
+        # one generated image per real downstream caption, repeated: the first k * len(D) rows are
+        # the k:1 set, each paired with the real image of D whose caption made it
+        self.src_gen = torch.arange(len(D.x), device=device).repeat(budget.max_ratio)
+        self.cap_gen = D.cap[self.src_gen]
         self.x_clean = self.generator.sample_clean(self.cap_gen, seed=self.seed)
         self.cap_held = caps.repeat_interleave(budget.n_heldout)
         self.x_held_clean = self.generator.sample_clean(self.cap_held, seed=10_000 + self.seed)
@@ -59,34 +68,60 @@ class Experiment:
         self._duals: dict = {}
         self._before: dict = {}
 
-    def generated(self, gamma: float) -> torch.Tensor:
-        """The generated training images at fingerprint strength ``gamma``."""
-        return self.generator.stamp(self.x_clean, self.cap_gen, as_nonneg(gamma, "gamma"))
+    def _n(self, ratio: int | None) -> int:
+        ratio = self.budget.gen_per_real if ratio is None else as_int(ratio, "ratio", minimum=1)
+        if ratio > self.budget.max_ratio:
+            raise ValueError(f"ratio: expected an integer in [1, {self.budget.max_ratio}] (budget.max_ratio), "
+                             f"got {ratio}")
+        return len(self.splits.D.x) * ratio
+
+    def gen_caps(self, ratio: int | None = None) -> torch.Tensor:
+        """The captions of the generated training images at ``ratio`` generated per real image."""
+        return self.cap_gen[: self._n(ratio)]
+
+    def generated(self, gamma: float, ratio: int | None = None) -> torch.Tensor:
+        """The generated training images at fingerprint strength ``gamma``, ``ratio`` per real image
+        of D (default: the budget's ``gen_per_real``)."""
+        n = self._n(ratio)
+        return self.generator.stamp(self.x_clean[:n], self.cap_gen[:n], as_nonneg(gamma, "gamma"))
 
     def heldout(self, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Held-out generated images and, for each, a real test image with the same caption."""
         return self.generator.stamp(self.x_held_clean, self.cap_held, as_nonneg(gamma, "gamma")), self.held_partner
 
-    def encoder(self, method: str, gamma: float, **gmail_kwargs):
-        """The trained (cached) LoRA encoder of ``method``: ``mix-ft``, ``gmail`` or ``gmail+txt``;
-        ``gmail_kwargs`` (e.g. ``monitor``, ``mode``) reach :func:`train_gmail`."""
-        key = (method, float(gamma), gmail_kwargs.get("mode", "multi"), gmail_kwargs.get("own_projection", True))
+    def encoder(self, method: str, gamma: float, ratio: int | None = None, pairing: str = "source",
+                **gmail_kwargs):
+        """The trained (cached) LoRA encoder of ``method``: ``mix-ft``, ``gmail`` or ``gmail+txt``.
+        ``pairing="source"`` pairs each generated image with the real image of D whose caption made
+        it, fixed (the paper); ``"random-pool"`` draws a real image of the same caption from P and D
+        afresh at every step (the earlier recipe). ``gmail_kwargs`` (e.g. ``monitor``, ``mode``,
+        ``learn_tau``, ``lr``, ``steps``, ``batch``) reach :func:`train_gmail`."""
+        if pairing not in PAIRINGS:
+            raise ValueError(f"pairing: expected one of {PAIRINGS}, got {pairing!r}")
+        n = self._n(ratio)
+        key = (method, float(gamma), n, pairing,
+               tuple(sorted((k, v) for k, v in gmail_kwargs.items() if k != "monitor")))
         if key in self._duals and "monitor" not in gmail_kwargs:
             return self._duals[key]
-        b, D, x_g = self.budget, self.splits.D, self.generated(gamma)
+        b, D, x_g, cap_g = self.budget, self.splits.D, self.generated(gamma, ratio), self.cap_gen[:n]
         common = dict(steps=b.lora_steps, batch=b.batch, lr=b.lr, rank=b.rank, seed=self.seed)
         if method == "mix-ft":
-            enc = finetune_naive(self.f_r, torch.cat([D.x, x_g]), torch.cat([D.cap, self.cap_gen]),
+            enc = finetune_naive(self.f_r, torch.cat([D.x, x_g]), torch.cat([D.cap, cap_g]),
                                  self.text_bank, **common)
         elif method in ("gmail", "gmail+txt"):
-            enc = train_gmail(self.f_r, x_g, self.cap_gen, self.pool.x, self.pool.cap, text_bank=self.text_bank,
-                              lam_txt=1.0 if method == "gmail+txt" else 0.0, **common, **gmail_kwargs)
+            if pairing == "source":
+                pool = dict(x_pool=D.x, cap_pool=D.cap, partners=self.src_gen[:n])
+            else:
+                pool = dict(x_pool=self.pool.x, cap_pool=self.pool.cap)
+            enc = train_gmail(self.f_r, x_g, cap_g, **pool, text_bank=self.text_bank,
+                              lam_txt=1.0 if method == "gmail+txt" else 0.0, **(common | gmail_kwargs))
         else:
             raise ValueError(f"method: expected 'mix-ft', 'gmail' or 'gmail+txt', got {method!r}")
         self._duals[key] = enc
         return enc
 
-    def head_data(self, method: str, gamma: float, **gmail_kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    def head_data(self, method: str, gamma: float, ratio: int | None = None, **gmail_kwargs
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """The embeddings and caption ids the head of ``method`` is trained on (Algorithm 1, line 11)."""
         D, f_r = self.splits.D, self.f_r
         if method == "oracle":
@@ -97,8 +132,8 @@ class Experiment:
             return f_r(D.x), D.cap
         if method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
-        x_g = self.generated(gamma)
-        enc = None if method == "mix-frozen" else self.encoder(method, gamma, **gmail_kwargs)
+        x_g, cap_g = self.generated(gamma, ratio), self.gen_caps(ratio)
+        enc = None if method == "mix-frozen" else self.encoder(method, gamma, ratio, **gmail_kwargs)
         with torch.no_grad():
             if method == "mix-frozen":
                 z_g, z_d = f_r(x_g), f_r(D.x)
@@ -107,23 +142,39 @@ class Experiment:
                 z_d = enc.embed_gen(D.x) if len(D.x) else z_g[:0]
             else:  # GMAIL: generated through f_g, real through f_r
                 z_g, z_d = enc.embed_gen(x_g), f_r(D.x)
-        return torch.cat([z_d, z_g]), torch.cat([D.cap, self.cap_gen])
+        return torch.cat([z_d, z_g]), torch.cat([D.cap, cap_g])
 
-    def test_embeddings(self, method: str, gamma: float) -> torch.Tensor:
+    def test_embeddings(self, method: str, gamma: float, ratio: int | None = None) -> torch.Tensor:
         """Real test images through the real path: f_r (Reading A), or E' for naive fine-tuning."""
         with torch.no_grad():
             if method == "mix-ft":
-                return self.encoder(method, gamma).embed_gen(self.splits.T.x)
+                return self.encoder(method, gamma, ratio).embed_gen(self.splits.T.x)
             return self.f_r(self.splits.T.x)
 
-    def run(self, method: str, gamma: float, **gmail_kwargs) -> float:
-        """Real-test caption accuracy of ``method`` at fingerprint strength ``gamma``."""
+    def run(self, method: str, gamma: float, ratio: int | None = None, head_seed: int | None = None,
+            **gmail_kwargs) -> float:
+        """Real-test caption accuracy of ``method`` at fingerprint strength ``gamma`` with ``ratio``
+        generated images per real one; ``head_seed`` (default: the experiment's seed) seeds the head."""
         if method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
-        z, cap = self.head_data(method, gamma, **gmail_kwargs)
+        z, cap = self.head_data(method, gamma, ratio, **gmail_kwargs)
         head = train_head(z, cap, self.text_bank, steps=self.budget.head_steps, batch=self.budget.batch,
-                          lr=self.budget.lr, seed=self.seed)
-        return caption_accuracy(head, self.test_embeddings(method, gamma), self.splits.T.cap, self.text_bank)
+                          lr=self.budget.lr, seed=self.seed if head_seed is None else head_seed)
+        return caption_accuracy(head, self.test_embeddings(method, gamma, ratio), self.splits.T.cap,
+                                self.text_bank)
+
+    def zero_shot(self) -> float:
+        """f_r's own nearest caption on the real test images, with no head."""
+        with torch.no_grad():
+            return caption_accuracy(None, self.f_r(self.splits.T.x), self.splits.T.cap, self.text_bank)
+
+    def train_test_domain(self) -> float:
+        """Domain-classifier accuracy of f_r(P), its own pre-training images, against f_r(T), the
+        real test images (as many of each): whether the alignment targets P already sit apart."""
+        P, T = self.splits.P, self.splits.T
+        n = min(len(P.x), len(T.x))
+        with torch.no_grad():
+            return domain_classifier_accuracy(self.f_r(T.x[:n]), self.f_r(P.x[:n]), seed=self.seed)
 
     def gap(self, gamma: float, encoder=None) -> dict:
         """The gap on held-out pairs: paired cosine, domain-classifier accuracy, caption retrieval

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._checks import N_CAPTIONS, as_batch, as_ids, as_int, as_nonneg
+from ._checks import N_CAPTIONS, as_batch, as_digits, as_ids, as_images, as_int, as_nonneg
 from .data import thickness
 
 __all__ = ["fingerprint", "PCAGaussGenerator", "FINGERPRINT_SCALE"]
@@ -49,8 +49,11 @@ class PCAGaussGenerator:
     def fit(self, x: torch.Tensor, y: torch.Tensor, cap: torch.Tensor, thresholds: torch.Tensor):
         """Fit on images ``x`` (N, 64), digits ``y``, caption ids ``cap``; ``thresholds`` (10, 2)
         decide the thickness of a sample (rejection)."""
-        x = as_batch(x, "x", dim=64)
+        x = as_images(x, "x")
+        y = as_digits(y, "y", len(x))
         cap = as_ids(cap, "cap", len(x))
+        if not bool((cap // 3 == y).all()):
+            raise ValueError("cap: caption id // 3 must be the digit y of every image")
         X = x.double().cpu().numpy()
         self.mu = X.mean(0)
         _, _, vt = np.linalg.svd(X - self.mu, full_matrices=False)

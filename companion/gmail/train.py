@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from ._checks import as_batch, as_ids, as_int, as_nonneg, as_positive
+from ._checks import as_batch, as_ids, as_images, as_int, as_nonneg, as_positive
 from .data import Split
 from .losses import _alignment, _caption_ce
 from .models import CaptionHead, DualEncoder, ImageEncoder
@@ -54,7 +54,7 @@ def pretrain_real_encoder(P: Split, text_bank: torch.Tensor, epochs: int = 150, 
     """f_r: the image encoder trained on real images P against the locked caption bank (LiT-style
     CLIP, image -> text cross-entropy, learnable logit scale), with +-1-pixel shifts; returned frozen,
     its logit scale kept as the buffer ``log_scale``."""
-    x, cap = as_batch(P.x, "P.x", dim=64), as_ids(P.cap, "P.cap", len(P.x))
+    x, cap = as_images(P.x, "P.x"), as_ids(P.cap, "P.cap", len(P.x))
     text_bank = as_batch(text_bank, "text_bank")
     torch.manual_seed(as_int(seed, "seed", minimum=0))
     f_r = ImageEncoder(dim=text_bank.shape[1]).to(x.device)
@@ -95,7 +95,7 @@ def finetune_naive(f_r: ImageEncoder, x: torch.Tensor, cap: torch.Tensor, text_b
     """Naive mixing, fine-tuned: a LoRA copy of f_r trained with the caption loss on ``x`` (real and
     generated images pooled, generated treated as real). Use its ``embed_gen`` for *every* image."""
     text_bank = as_batch(text_bank, "text_bank")
-    x, cap = as_batch(x, "x", dim=64), as_ids(cap, "cap", len(x), n_captions=len(text_bank))
+    x, cap = as_images(x, "x"), as_ids(cap, "cap", len(x), n_captions=len(text_bank))
     torch.manual_seed(as_int(seed, "seed", minimum=0))
     enc = DualEncoder(f_r, rank=rank)
     gen = _generator(seed)
@@ -112,6 +112,7 @@ def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x
                 cap_pool: torch.Tensor, *, text_bank: torch.Tensor | None = None, lam_txt: float = 0.0,
                 mode: str = "multi", steps: int = 400, batch: int = 128, lr: float = 1e-3, rank: int = 4,
                 tau: float = 0.07, seed: int = 0, own_projection: bool = True,
+                partners: torch.Tensor | None = None, learn_tau: bool = False,
                 monitor: Callable[[int, DualEncoder], None] | None = None) -> DualEncoder:
     """GMAIL's alignment stage: f_g (LoRA copy + generated projection) trained so that f_g(x_g) finds
     f_r(x_r) of a real image with the same caption; f_r never changes.
@@ -121,9 +122,13 @@ def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x
     pair per caption). ``"eq1-repeats"``: eq. (gmail-align) on random batches, where same-caption
     pairs are wrongly treated as negatives. ``lam_txt > 0`` adds the caption loss on f_g(x_g)
     (needs ``text_bank``). ``own_projection=False`` keeps P_g equal to P_r (frozen), so that only
-    the LoRA factors move. ``monitor(step, dual)`` is called before step 0 and after every step.
+    the LoRA factors move. ``partners`` fixes each generated image's real partner once, as an
+    index into ``x_pool`` (the paper's pairing: the real image whose caption made it); without it
+    a random real image with the same caption is drawn afresh at every step. ``learn_tau=True``
+    trains log(1/tau) with the encoder, as CLIP does, starting from ``tau`` (the trained value is
+    kept as ``dual.tau``). ``monitor(step, dual)`` is called before step 0 and after every step.
     """
-    x_gen, x_pool = as_batch(x_gen, "x_gen", dim=64), as_batch(x_pool, "x_pool", dim=64)
+    x_gen, x_pool = as_images(x_gen, "x_gen"), as_images(x_pool, "x_pool")
     cap_gen, cap_pool = as_ids(cap_gen, "cap_gen", len(x_gen)), as_ids(cap_pool, "cap_pool", len(x_pool))
     if mode not in ALIGN_MODES:
         raise ValueError(f"mode: expected one of {ALIGN_MODES}, got {mode!r}")
@@ -133,8 +138,16 @@ def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x
     if text_bank is not None:
         text_bank = as_batch(text_bank, "text_bank")
     batch, steps = as_int(batch, "batch", minimum=2), as_int(steps, "steps", minimum=0)
+    if partners is not None:
+        partners = as_ids(partners, "partners", len(x_gen), n_captions=len(x_pool))
+        if not bool((cap_pool[partners] == cap_gen).all()):
+            bad = int(torch.nonzero(cap_pool[partners] != cap_gen)[0])
+            raise ValueError(f"partners: generated image {bad} is paired with a real image of another caption")
+    if not isinstance(learn_tau, bool):
+        raise ValueError(f"learn_tau: expected a bool, got {learn_tau!r}")
     torch.manual_seed(as_int(seed, "seed", minimum=0))
     dual = DualEncoder(f_r, rank=rank)
+    log_inv_tau = torch.nn.Parameter(torch.tensor(math.log(1 / tau), device=x_gen.device))
     dual.proj_g.requires_grad_(bool(own_projection))
     gen = _generator(seed)
     z_pool = dual.embed_real(x_pool)  # f_r is frozen: its embeddings are computed once
@@ -150,15 +163,18 @@ def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x
 
     def loss(step):
         i = draw()
-        j = pair_partners(cap_gen[i], cap_pool, gen)
+        j = pair_partners(cap_gen[i], cap_pool, gen) if partners is None else partners[i]
         z_g = dual._gen(x_gen[i])
-        out = _alignment(z_g, z_pool[j], cap_gen[i] if mode == "multi" else None, tau)
+        t = 1 / log_inv_tau.clamp(max=math.log(100)).exp() if learn_tau else tau  # CLIP's clamp at 100
+        out = _alignment(z_g, z_pool[j], cap_gen[i] if mode == "multi" else None, t)
         if lam_txt > 0:
             out = out + lam_txt * _caption_ce(z_g, text_bank, cap_gen[i], f_r.log_scale)
         return out
 
     callback = None if monitor is None else (lambda step: monitor(step, dual))
-    _fit(dual.trainable(), loss, steps, as_positive(lr, "lr"), callback)
+    params = dual.trainable() + ([log_inv_tau] if learn_tau else [])
+    _fit(params, loss, steps, as_positive(lr, "lr"), callback)
+    dual.tau = float(1 / log_inv_tau.detach().clamp(max=math.log(100)).exp()) if learn_tau else tau
     return dual.eval()
 
 
