@@ -22,7 +22,6 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.metrics import auc
 from torch import nn
 
 __all__ = [
@@ -451,9 +450,10 @@ def ground_truth_scores(saliency, gt) -> dict[str, float]:
         si = (si - si.min()) / max(si.max() - si.min(), 1e-12)
         prec, rec, thr = _pr_curve(gi, si)
         ap = -float(np.sum(np.diff(rec) * prec[:-1]))
-        rows.append((auc(rec, prec), ap,
-                     auc(thr, prec[:-1]) if len(thr) > 1 else 0.0,
-                     auc(thr, rec[:-1]) if len(thr) > 1 else 0.0))
+        # trapezoids as sklearn.metrics.auc: recall falls along the curve, thresholds rise
+        rows.append((-float(np.trapezoid(prec, rec)), ap,
+                     float(np.trapezoid(prec[:-1], thr)) if len(thr) > 1 else 0.0,
+                     float(np.trapezoid(rec[:-1], thr)) if len(thr) > 1 else 0.0))
     if not rows:
         raise ValueError("gt: every sample has an empty ground truth")
     auprc, ap, aup, aur = np.mean(rows, 0)

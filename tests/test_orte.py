@@ -251,7 +251,7 @@ def test_new_functions_refuse_bad_input_naming_the_argument(fn, kwargs, name):
 
 
 def test_vectorised_pr_curve_matches_scikit_learn_with_ties():
-    from sklearn.metrics import average_precision_score, precision_recall_curve
+    from sklearn.metrics import auc, average_precision_score, precision_recall_curve
 
     rng = np.random.default_rng(1)
     for _ in range(20):
@@ -264,3 +264,5 @@ def test_vectorised_pr_curve_matches_scikit_learn_with_ties():
         got = ot.ground_truth_scores(s[None, :, None], g[None, :, None])
         smin = (s - s.min()) / (s.max() - s.min())
         assert got["ap"] == pytest.approx(average_precision_score(g, smin), abs=1e-12)
+        prec, rec, _ = precision_recall_curve(g, smin)
+        assert got["auprc"] == pytest.approx(auc(rec, prec), abs=1e-12)  # the released metric
