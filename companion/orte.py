@@ -31,6 +31,17 @@ __all__ = [
 ]
 
 
+def _balanced_start(n: int, noise: float, seed: int) -> tuple[np.random.Generator, np.ndarray]:
+    """The generator of a benchmark and its four classes in equal shares, shuffled; ``noise``
+    must be a finite standard deviation >= 0."""
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not math.isfinite(noise) or noise < 0:
+        raise ValueError(f"noise: expected a standard deviation >= 0, got {noise!r}")
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 4
+    rng.shuffle(y)
+    return rng, y
+
+
 def _positive_int(name: str, value, low: int = 1) -> int:
     if not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
@@ -57,11 +68,7 @@ def freq_shapes(n: int, T: int = 50, noise: float = 0.25, seed: int = 0):
     spike entries. Returns ``X (n, T, 1) float32``, ``y (n,) int64``, ``gt (n, T, 1) bool``.
     """
     n, T = _positive_int("n", n), _positive_int("T", T, 20)
-    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not math.isfinite(noise) or noise < 0:
-        raise ValueError(f"noise: expected a standard deviation >= 0, got {noise!r}")
-    rng = np.random.default_rng(seed)
-    y = np.arange(n) % 4
-    rng.shuffle(y)
+    rng, y = _balanced_start(n, noise, seed)
     X = rng.normal(0, noise, (n, T)) if noise > 0 else np.zeros((n, T))
     gt = np.zeros((n, T), bool)
     shape = 0.25 * np.array([1.0, 0.0, 1.0])  # 0.25 k^2 for k = -1, 0, 1
@@ -107,11 +114,7 @@ def decoy_ramps(n: int, T: int = 60, noise: float = 0.2, seed: int = 0):
     Returns ``X (n, T, 2) float32``, ``y (n,) int64``, ``gt (n, T, 2) bool``.
     """
     n, T = _positive_int("n", n), _positive_int("T", T, 40)
-    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not math.isfinite(noise) or noise < 0:
-        raise ValueError(f"noise: expected a standard deviation >= 0, got {noise!r}")
-    rng = np.random.default_rng(seed)
-    y = np.arange(n) % 4
-    rng.shuffle(y)
+    rng, y = _balanced_start(n, noise, seed)
     X = rng.normal(0, noise, (n, T, 2)) if noise > 0 else np.zeros((n, T, 2))
     gt = np.zeros((n, T, 2), bool)
     length = 12

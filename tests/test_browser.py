@@ -67,20 +67,19 @@ def test_the_measurement_catches_what_it_looks_for(tmp_path):
                "</mjx-container></div>")
     head = ("<html><head><meta name='viewport' content='width=device-width, initial-scale=1'><script>"
             "window.MathJax = {version: 'test', startup: {promise: Promise.resolve()}}</script></head>")
-    bad = tmp_path / "bad.html"
-    bad.write_text(
-        head + "<body><article class='bd-article' style='width:300px'>"
-        f"<table><tr><td style='white-space:nowrap'>{wide}</td></tr></table>"
-        f"<div class='highlight'><pre style='overflow:visible'>{wide}</pre></div>"
-        + formula.format(eqno=";position:relative;left:-100px", overflow="visible")
-        + "<a href='missing.html'>x</a><a href='#nowhere'>y</a></article></body></html>")
-    good = tmp_path / "good.html"
-    good.write_text(
-        head + "<body><article class='bd-article' style='width:300px'>"
-        f"<div style='overflow-x:auto'><table><tr><td style='white-space:nowrap'>{wide}</td></tr></table></div>"
-        f"<div class='highlight'><pre style='overflow:auto'>{wide}</pre></div>"
-        + formula.format(eqno="", overflow="auto")
-        + "<a id='here' href='#here'>y</a></article></body></html>")
+    table = f"<table><tr><td style='white-space:nowrap'>{wide}</td></tr></table>"
+
+    def page(name, table, pre_overflow, eqno, overflow, links):
+        path = tmp_path / f"{name}.html"
+        path.write_text(head + "<body><article class='bd-article' style='width:300px'>" + table
+                        + f"<div class='highlight'><pre style='overflow:{pre_overflow}'>{wide}</pre></div>"
+                        + formula.format(eqno=eqno, overflow=overflow) + links + "</article></body></html>")
+        return path
+
+    bad = page("bad", table, "visible", ";position:relative;left:-100px", "visible",
+               "<a href='missing.html'>x</a><a href='#nowhere'>y</a>")
+    good = page("good", f"<div style='overflow-x:auto'>{table}</div>", "auto", "", "auto",
+                "<a id='here' href='#here'>y</a>")
     found = browser.measure(tmp_path, widths=(390,), shots=None, only=[bad, good])
     on_bad = [p for p in found if p["page"] == "bad.html"]
     assert {p["kind"] for p in on_bad} == {"page-wider-than-viewport", "cut-box", "eqno-overlap"}, found
