@@ -6,16 +6,18 @@ instance) and push up the log-probability of the tours shorter than their instan
 
     grad = -1/(B S) sum_{b,k} (R_bk - mean_k' R_bk') grad log p(tau_bk | x_b),   R = -length.
 
-Entry point (writes ``companion/ngs/checkpoints/tsp20.pt`` and ``tsp20.json``)::
+Entry point (writes ``companion/ngs/checkpoints/tsp<n>.pt`` and ``tsp<n>.json``)::
 
-    python -m companion.ngs.train --scale quick|full [--out DIR] [--seed 0]
+    python -m companion.ngs.train --scale quick|tsp50|full [--out DIR] [--seed 0]
 
-``quick`` is the recipe of the shipped checkpoint (its record gives the training time);
-``full`` trains longer (for a GPU).
+``quick`` is the recipe of the shipped 20-city policy, ``tsp50`` that of the shipped 50-city
+policy (the 20-city weights trained further on 50-city instances for a fixed number of steps;
+each record gives its training time); ``full`` trains longer (for a GPU).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sys
@@ -43,6 +45,9 @@ VALID = dict(num=256, n=20, seed=4321)  # validation instances of the training l
 RECIPES = {
     # n: cities; steps x batch_size instances, each decoded from all n starts; lr: Adam, cosine to lr/20
     "quick": dict(n=20, steps=1500, batch_size=64, lr=1e-3, seed=0, model=dict(d_model=128, n_layers=3, n_heads=8)),
+    # the 50-city policy: starts from the shipped 20-city weights (``init``), then POMO at n = 50
+    "tsp50": dict(n=50, steps=500, batch_size=32, lr=5e-4, seed=0, init="tsp20.pt",
+                  model=dict(d_model=128, n_layers=3, n_heads=8)),
     "full": dict(n=20, steps=20000, batch_size=128, lr=1e-3, seed=0, model=dict(d_model=128, n_layers=3, n_heads=8)),
 }
 
@@ -68,7 +73,7 @@ def evaluate_greedy(policy: AttentionPolicy, coords: torch.Tensor) -> float:
 
 
 def train_pomo(policy: AttentionPolicy, *, n: int, steps: int, batch_size: int, lr: float, seed: int = 0,
-               log_every: int = 100, progress=None, device: str | None = None) -> dict:
+               init: str | None = None, log_every: int = 100, progress=None, device: str | None = None) -> dict:
     """Train ``policy`` in place on fresh uniform instances; return the training history.
 
     ``progress``: an optional wrapper of the step range (e.g. :func:`companion.book.progress`).
@@ -76,11 +81,17 @@ def train_pomo(policy: AttentionPolicy, *, n: int, steps: int, batch_size: int, 
     ``lr`` to ``lr / 20``.
     ``device``: where to train (default: CUDA if available, else CPU); instances are drawn on the
     CPU from the seeded generator, and the policy is returned on the CPU.
+    ``init``: a checkpoint file in :data:`CHECKPOINTS` whose weights the policy starts from.
     """
+    for name, value in (("n", n), ("steps", steps), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (3 if name == "n" else 1):
+            raise ValueError(f"{name}: expected an integer >= {3 if name == 'n' else 1}, got {value!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr: expected a finite number > 0, got {lr!r}")
+    if init is not None:
+        policy.load_state_dict(torch.load(CHECKPOINTS / init, map_location="cpu", weights_only=True))
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     policy.to(device)
-    if steps < 1 or batch_size < 1:
-        raise ValueError(f"steps: expected steps >= 1 and batch_size >= 1, got {steps}, {batch_size}")
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(policy.parameters(), lr=lr)
@@ -118,14 +129,33 @@ def _build(config: dict) -> AttentionPolicy:
     return AttentionPolicy(**config)
 
 
-def load_or_train(scale: str = "quick", *, progress=None) -> tuple[AttentionPolicy, dict]:
-    """Quick scale: load the shipped checkpoint if present, else train it. Full scale: train."""
-    if scale == "quick" and (CHECKPOINTS / "tsp20.pt").exists():
-        return load_policy()
-    recipe = RECIPES[scale]
+def load_or_train(scale: str = "quick", *, n: int = 20, progress=None) -> tuple[AttentionPolicy, dict]:
+    """The policy trained on ``n`` = 20 or 50 cities.
+
+    Quick scale: load the shipped checkpoint if present, else train it. Full scale: train
+    (the 20-city recipe ``full``; the 50-city policy has one recipe, ``tsp50``).
+    """
+    if n not in (20, 50):
+        raise ValueError(f"n: expected 20 or 50 (the shipped policies), got {n!r}")
+    if scale not in ("quick", "full"):
+        raise ValueError(f"scale: expected 'quick' or 'full', got {scale!r}")
+    name = f"tsp{n}.pt"
+    if scale == "quick" and (CHECKPOINTS / name).exists():
+        return load_policy(CHECKPOINTS / name)
+    recipe = RECIPES["tsp50" if n == 50 else scale]
     policy, history, seconds = train_from_recipe(recipe, _build, train_pomo, progress=progress)
     return policy, {"recipe": recipe, "history": history, "model": recipe["model"],
                     "training_seconds": round(seconds, 1), "source": "trained in this run"}
+
+
+def _init_record(init: str | None) -> dict | None:
+    """The starting checkpoint of a recipe: its file, sha256 and its own record's commit."""
+    if init is None:
+        return None
+    path = CHECKPOINTS / init
+    record = json.loads(path.with_suffix(".json").read_text())
+    return {"file": init, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "commit": record["commit"],
+            "command": record["command"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,12 +170,13 @@ def main(argv: list[str] | None = None) -> int:
         model=recipe["model"],
         parameters=sum(p.numel() for p in policy.parameters()),
         data={"train": f"uniform [0,1]^2, n = {recipe['n']}, torch.rand with a Generator seeded {recipe['seed']}",
-              "validation": VALID},
+              "validation": {**VALID, "n": recipe["n"]}},
+        init=_init_record(recipe.get("init")),
         final={"valid_greedy_multistart_len": history["valid_greedy_len"][-1],
                "train_len_running": history["train_len"][-1]},
         history=history,
     )
-    save_checkpoint(policy, args.out / "tsp20.pt", meta)
+    save_checkpoint(policy, args.out / f"tsp{recipe['n']}.pt", meta)
     print(json.dumps({k: meta[k] for k in ("training_seconds", "final", "parameters")}))
     return 0
 
