@@ -42,8 +42,25 @@ def test_query_styles_move_only_the_queries():
     norms = far.x_q.norm(dim=-1)
     assert float(norms.min()) >= 2.5 and float(norms.max()) <= 3.5
     near = task.sample(500, 8, 8, query="near", generator=gen(3))
-    gap = (near.x_q[:, :, None] - near.x_c[:, None]).norm(dim=-1).min(-1).values
-    assert float(gap.max()) < 0.5
+    gap = (near.x_q - near.x_c).norm(dim=-1)  # query j sits next to context point j
+    assert float(gap.max()) < 0.5 and abs(float(gap.pow(2).mean()) - 2 * 0.01) < 0.003
+
+
+def test_every_query_style_shares_the_tasks_and_contexts():
+    # the context is drawn before the queries: one generator state gives the same tasks,
+    # context inputs and context labels (noise included) whatever the query style
+    task = il.LinearRegressionTask()
+    base = task.sample(50, 12, 12, generator=gen(11))
+    for style in ("wide", "far", "near"):
+        other = task.sample(50, 12, 12, query=style, generator=gen(11))
+        assert torch.equal(other.w, base.w) and torch.equal(other.x_c, base.x_c)
+        assert torch.equal(other.y_c, base.y_c)
+        assert not torch.equal(other.x_q, base.x_q)
+
+
+def test_near_queries_need_a_context_point_each():
+    with pytest.raises(ValueError, match="^m:"):
+        il.LinearRegressionTask().sample(2, 4, 5, query="near")
 
 
 def test_sinusoid_task_is_its_features_times_the_amplitudes():
@@ -78,7 +95,8 @@ def test_bad_task_arguments_are_named():
 # ------------------------------------------------------------------ masks
 def test_masks_by_hand():
     assert il.implicit_mask(2, 2).tolist() == [[False, False, True, True]] * 4
-    assert il.context_mask(2).tolist() == [[False, False, False], [True, False, False],
+    # the summary token (position 0) is read by no token, itself included (official mask)
+    assert il.context_mask(2).tolist() == [[True, False, False], [True, False, False],
                                            [True, False, False]]
     assert il.predictor_mask(2).tolist() == [[False, True, True], [False, False, True],
                                              [False, True, False]]
@@ -155,6 +173,23 @@ def test_the_summary_token_is_not_read_by_the_context_tokens():
         h2 = captured.pop("h")[:, 1:]
     hook.remove()
     assert torch.allclose(h, h2, atol=1e-6)
+
+
+def test_the_summary_token_does_not_read_itself():
+    # official mask: no token reads c, c included. With a context of one point, c's first
+    # attention output is then that point's value alone, whatever c is; had c read itself
+    # (the old mask), moving c would move it
+    model, one = explicit(), il.LinearRegressionTask().sample(2, 1, 1, generator=gen(2))
+    enc = model.context
+    seen = []
+    hook = enc.encoder.layers[0].self_attn.register_forward_hook(
+        lambda mod, inp, out: seen.append(out[0][:, 0].clone()))
+    with torch.no_grad():
+        enc(one.x_c, one.y_c)
+        enc.summary.add_(3.0)
+        enc(one.x_c, one.y_c)
+    hook.remove()
+    assert len(seen) == 2 and torch.allclose(seen[0], seen[1], atol=1e-5)
 
 
 def test_known_latent_model_needs_w_and_readouts_match_by_hand():
@@ -289,9 +324,12 @@ def test_the_shipped_checkpoint_loads_into_the_current_code():
     assert meta["recipe"] == {**tr.RECIPES["quick"], "seeds": list(tr.RECIPES["quick"]["seeds"]),
                               "n_range": list(tr.RECIPES["quick"]["n_range"])}
     assert "+uncommitted" not in meta["commit"]
-    val = il.LinearRegressionTask().sample(200, 16, 8, generator=gen(5))
+    assert meta["recipe"]["m"] is None  # m = n queries, as the official data module
+    val = il.LinearRegressionTask().sample(200, 16, 16, generator=gen(5))
+    models = suite[str(meta["recipe"]["seeds"][0])]
     for name in tr.MODELS:  # every shipped model predicts far better than zero
-        assert float(il.evaluate_mse(suite["0"][name], val).mean()) < 0.2
+        assert float(il.evaluate_mse(models[name], val).mean()) < 0.2
+    assert isinstance(models["known-latent"].predictor, il.TransformerPredictor)
 
 
 # ------------------------------------------------------------------ issue 49: the table of bad inputs
@@ -350,6 +388,25 @@ ICL_BAD_INPUTS = [
     (lambda **kw: il.implicit_mask(m=1, **kw), dict(n=-1), "n"),
     (lambda **kw: il.context_mask(**kw), dict(n=1.5), "n"),
     (lambda **kw: il.predictor_mask(**kw), dict(m=-2), "m"),
+    (lambda **kw: il.implicit_mask(m=1, **kw), dict(n=0), "n"),
+    (lambda **kw: il.context_mask(**kw), dict(n=0), "n"),
+    (lambda **kw: il.TransformerPredictor(1, 1, 2, n_layers=1, **SMALL)(**kw),
+     dict(z=torch.zeros(2, 3), x_q=_Z3), "z"),
+    (lambda **kw: il.TransformerPredictor(1, 1, 2, n_layers=1, **SMALL)(**kw),
+     dict(z=torch.full((2, 2), float("nan")), x_q=_Z3), "z"),
+    (lambda **kw: il.TransformerPredictor(1, 1, 2, n_layers=1, **SMALL)(**kw),
+     dict(z=torch.zeros(2, 2), x_q=torch.zeros(3, 1, 1)), "x_q"),
+    (lambda **kw: il.MLPPredictor(1, 1, 2, hidden=4)(**kw), dict(z=torch.zeros(2, 2), x_q=_NAN3), "x_q"),
+    (lambda **kw: il.LinearRegressionTask().sample(2, 3, 4, **kw), dict(query="near"), "m"),
+    (lambda **kw: il.LinearRegressionTask().sample(n=3, m=1, **kw), dict(B=2.5), "B"),
+    (lambda **kw: il.train_icl(implicit(), il.LinearRegressionTask(), steps=1, n_range=(2, 3), m=1,
+                               seed=0, lr=1e-3, **kw), dict(batch_size=1.5), "batch_size"),
+    (lambda **kw: il.train_icl(implicit(), il.LinearRegressionTask(), steps=1, batch_size=2, m=1,
+                               seed=0, lr=1e-3, **kw), dict(n_range=(2.5, 3)), "n_range"),
+    (lambda **kw: il.train_icl(implicit(), il.LinearRegressionTask(), steps=1, batch_size=2,
+                               n_range=(2, 3), seed=0, lr=1e-3, **kw), dict(m=0), "m"),
+    (lambda **kw: il.train_icl(implicit(), il.LinearRegressionTask(), steps=1, batch_size=2,
+                               n_range=(2, 3), m=1, seed=0, **kw), dict(lr=float("nan")), "lr"),
     (lambda **kw: tr.evaluate_mse(implicit(), il.LinearRegressionTask().sample(2, 3, 1), **kw), dict(chunk=0),
      "chunk"),
 ]

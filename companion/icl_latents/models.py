@@ -7,11 +7,12 @@ bidirectionally and every query reads the context only (not itself, not other qu
 There is no positional encoding: the context is a set.
 
 **Explicit** (eqs. (icl-context), (icl-predict)): :class:`ContextEncoder` summarises the
-context into ``z`` through a learned summary token ``c`` that no context token attends to
-(:func:`context_mask`); a predictor ``g(z, x')`` then answers each query from ``z`` alone:
+context into ``z`` through a learned summary token ``c`` that no token attends to, not even
+``c`` itself (:func:`context_mask`, as the official ``TransformerContext``); a predictor ``g(z, x')`` then answers each query from ``z`` alone:
 :class:`TransformerPredictor` (mask :func:`predictor_mask`), :class:`MLPPredictor`, or a
 known-form readout (:class:`LinearReadoutPredictor`, :class:`SinusoidReadoutPredictor`).
-``ExplicitModel(None, predictor)`` is the *known-latent* model: ``z := w``, the true latent.
+``ExplicitModel(None, predictor)`` is the *known-latent* model: ``z := w``, the true latent
+(officially read by a :class:`TransformerPredictor`, as the chapter's suite does).
 
 Masks are boolean with PyTorch's convention: **True = blocked**.
 """
@@ -30,19 +31,21 @@ __all__ = ["implicit_mask", "context_mask", "predictor_mask", "ImplicitTransform
 
 # ----------------------------------------------------------------------------- masks
 def implicit_mask(n: int, m: int, device=None) -> torch.Tensor:
-    """``(n+m, n+m)`` mask of the implicit model: every query column is blocked."""
-    n, m = _count(n, "n", 0), _count(m, "m", 0)
+    """``(n+m, n+m)`` mask of the implicit model: every query column is blocked (``n >= 1``:
+    with no context a row would have nothing to read)."""
+    n, m = _count(n, "n", 1), _count(m, "m", 0)
     mask = torch.zeros(n + m, n + m, dtype=torch.bool, device=device)
     mask[:, n:] = True
     return mask
 
 
 def context_mask(n: int, device=None) -> torch.Tensor:
-    """``(1+n, 1+n)`` mask of the context encoder: no context token attends to the summary
-    token ``c`` (position 0); ``c`` attends to everything."""
-    n = _count(n, "n", 0)
+    """``(1+n, 1+n)`` mask of the context encoder: no token attends to the summary token ``c``
+    (position 0), not even ``c`` itself, so ``c`` only gathers the context (the official mask;
+    ``n >= 1``)."""
+    n = _count(n, "n", 1)
     mask = torch.zeros(1 + n, 1 + n, dtype=torch.bool, device=device)
-    mask[1:, 0] = True
+    mask[:, 0] = True
     return mask
 
 
@@ -76,6 +79,18 @@ def _check_set(name: str, t, last: int | None) -> None:
         raise ValueError(f"{name}: expected at least one point (k >= 1), got {what}")
     if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name}: contains NaN or infinite values")
+
+
+def _check_z(z, x_q, z_dim: int) -> None:
+    """A predictor's inputs: a finite ``z (B, z_dim)`` and queries ``x_q (B, m, dx)``."""
+    if not isinstance(z, torch.Tensor) or z.ndim != 2 or z.shape[1] != z_dim:
+        raise ValueError(f"z: expected a (B, {z_dim}) tensor, got "
+                         f"{tuple(getattr(z, 'shape', ())) or type(z).__name__}")
+    if not bool(torch.isfinite(z).all()):
+        raise ValueError("z: contains NaN or infinite values")
+    _check_set("x_q", x_q, None)
+    if x_q.shape[0] != z.shape[0]:
+        raise ValueError(f"x_q: expected the batch size of z ({z.shape[0]}), got {tuple(x_q.shape)}")
 
 
 def _check_sets(x_c, y_c, x_q, dx: int, dy: int) -> None:
@@ -142,12 +157,14 @@ class TransformerPredictor(nn.Module):
     def __init__(self, dx: int, dy: int, z_dim: int, d_model: int = 256, n_heads: int = 4,
                  d_ff: int = 512, n_layers: int = 4):
         super().__init__()
+        self.z_dim = z_dim
         self.z_in = nn.Linear(z_dim, d_model) if z_dim != d_model else nn.Identity()
         self.x_in = nn.Linear(dx, d_model)
         self.encoder = _encoder(d_model, n_heads, d_ff, n_layers)
         self.head = nn.Linear(d_model, dy)
 
     def forward(self, z, x_q) -> torch.Tensor:
+        _check_z(z, x_q, self.z_dim)
         m = x_q.shape[1]
         tokens = torch.cat([self.z_in(z)[:, None], self.x_in(x_q)], 1)
         return self.head(self.encoder(tokens, mask=predictor_mask(m, x_q.device))[:, 1:])
@@ -158,6 +175,7 @@ class MLPPredictor(nn.Module):
 
     def __init__(self, dx: int, dy: int, z_dim: int, hidden: int = 512, n_hidden: int = 3):
         super().__init__()
+        self.z_dim = z_dim
         sizes = [z_dim + dx] + [hidden] * n_hidden
         layers: list[nn.Module] = []
         for a, b in zip(sizes[:-1], sizes[1:]):
@@ -165,6 +183,7 @@ class MLPPredictor(nn.Module):
         self.mlp = nn.Sequential(*layers, nn.Linear(sizes[-1], dy))
 
     def forward(self, z, x_q) -> torch.Tensor:
+        _check_z(z, x_q, self.z_dim)
         return self.mlp(torch.cat([z[:, None].expand(-1, x_q.shape[1], -1), x_q], -1))
 
 

@@ -7,7 +7,12 @@ labels them with ``y = f_w(x) + sigma * eps``. Out-of-distribution (OOD) evaluat
 * ``"iid"``: ``x' ~ N(0, I)``, as the context;
 * ``"wide"``: ``x' ~ N(0, s^2 I)`` with ``s = intensity``;
 * ``"far"``: ``x' = s u + 0.1 eps`` with ``u`` uniform on the unit sphere (in 1-D: about ``+-s``);
-* ``"near"``: ``x' = x_j + 0.1 eps`` next to a random context point ``x_j``.
+* ``"near"``: ``x'_j = x_j + 0.1 eps``, one query next to each of the first ``m`` context
+  points (the official style has ``m = n``: one query per context point).
+
+The latent, the context inputs and the context labels are drawn first, the queries after them,
+so batches drawn from the same generator state share their tasks and contexts whatever the
+query style; only the queries (and their labels) differ.
 
 Tensors are drawn on the CPU from ``generator`` (so a seed gives the same tasks on every
 machine) and moved to ``device``.
@@ -65,8 +70,7 @@ def _queries(x_c: torch.Tensor, m: int, query: str, intensity: float,
     if query == "far":
         u = torch.randn(B, m, dx, generator=gen)
         return intensity * u / u.norm(dim=-1, keepdim=True) + 0.1 * eps
-    idx = torch.randint(0, n, (B, m), generator=gen)  # "near"
-    return x_c.gather(1, idx[..., None].expand(B, m, dx)) + 0.1 * eps
+    return x_c[:, :m] + 0.1 * eps  # "near": query j next to context point j (m <= n)
 
 
 class _Task:
@@ -101,10 +105,13 @@ class _Task:
         intensity = _nonneg(intensity, "intensity")
         if intensity == 0:
             raise ValueError("intensity: expected a number > 0, got 0")
-        w = self.prior(B, generator)
+        if query == "near" and m > n:
+            raise ValueError(f"m: the near style puts one query next to each context point, so "
+                             f"m <= n = {n}; got {m}")
+        w = self.prior(B, generator)  # the task and its context first: shared by every style
         x_c = torch.randn(B, n, self.dx, generator=generator)
-        x_q = _queries(x_c, m, query, intensity, generator)
         y_c = self.f(w, x_c) + self.noise * torch.randn(B, n, self.dy, generator=generator)
+        x_q = _queries(x_c, m, query, intensity, generator)
         y_q = self.f(w, x_q) + self.noise * torch.randn(B, m, self.dy, generator=generator)
         return TaskBatch(x_c, y_c, x_q, y_q, w).to(device or "cpu")
 

@@ -1,7 +1,8 @@
 """Training on fresh tasks every step, eq. (icl-loss), evaluation, and the shipped checkpoint.
 
 Each step draws ``batch_size`` new tasks, one context size ``n ~ U{n_range}`` shared by the
-batch, and ``m`` queries per task, and takes one Adam step on the query MSE. The learning rate
+batch, and ``m`` queries per task (``m=None``: ``m = n``, as the official data module does),
+and takes one Adam step on the query MSE. The learning rate
 follows a cosine from ``lr`` to ``lr / 20``; gradients are clipped at norm 1.
 
 The chapter compares five models (:data:`MODELS`), trained on the same stream of tasks for
@@ -33,13 +34,13 @@ __all__ = ["predict", "evaluate_mse", "train_icl", "MODELS", "RECIPES", "build_m
 
 CHECKPOINTS = Path(__file__).parent / "checkpoints"
 MODELS = ("implicit", "explicit-tsf", "explicit-mlp", "explicit-known", "known-latent")
-VALID = dict(n_tasks=1000, n=16, m=8, seed=4321)  # the training log's validation tasks
+VALID = dict(n_tasks=1000, n=16, m=16, seed=4321)  # the training log's validation tasks
 RECIPES = {
     # one 1-D linear-regression family (noise 0.1); layers: implicit L, explicit L/2 + L/2
-    "quick": dict(seeds=(0,), steps=2000, batch_size=32, n_range=(8, 24), m=8, lr=1e-3,
+    "quick": dict(seeds=(1,), steps=2000, batch_size=32, n_range=(8, 24), m=None, lr=1e-3,
                   noise=0.1, model=dict(d_model=32, n_heads=4, d_ff=64, layers=4,
                                         mlp_hidden=128)),
-    "full": dict(seeds=(0, 1, 2), steps=7000, batch_size=128, n_range=(16, 128), m=32,
+    "full": dict(seeds=(0, 1, 2), steps=7000, batch_size=128, n_range=(16, 128), m=None,
                  lr=1e-4, noise=0.1, model=dict(d_model=256, n_heads=4, d_ff=512, layers=8,
                                                 mlp_hidden=512)),
 }
@@ -66,14 +67,16 @@ def evaluate_mse(model: nn.Module, batch: TaskBatch, chunk: int = 500) -> torch.
 
 
 def train_icl(model: nn.Module, task, *, steps: int, batch_size: int, n_range: tuple[int, int],
-              m: int, lr: float, seed: int, log_every: int = 100, progress=None,
+              m: int | None, lr: float, seed: int, log_every: int = 100, progress=None,
               device=None) -> dict:
     """Train ``model`` in place on ``steps`` batches of fresh tasks; return the history.
 
     ``n_range = (lo, hi)``: context sizes drawn uniformly from ``lo..hi`` (inclusive), once per
-    batch. ``progress``: an optional wrapper of the step range (:func:`companion.book.progress`).
+    batch; ``m=None`` gives ``m = n`` queries per task. ``progress``: an optional wrapper of
+    the step range (:func:`companion.book.progress`).
     """
-    steps, batch_size, m = _count(steps, "steps"), _count(batch_size, "batch_size"), _count(m, "m")
+    steps, batch_size = _count(steps, "steps"), _count(batch_size, "batch_size")
+    m = None if m is None else _count(m, "m")
     lo, hi = n_range
     if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
         raise ValueError(f"n_range: expected integers 1 <= lo <= hi, got {n_range!r}")
@@ -90,7 +93,7 @@ def train_icl(model: nn.Module, task, *, steps: int, batch_size: int, n_range: t
     rng = range(1, steps + 1)
     for step in (progress(rng) if progress else rng):
         n = int(torch.randint(lo, hi + 1, (1,), generator=gen))
-        batch = task.sample(batch_size, n, m, generator=gen, device=device)
+        batch = task.sample(batch_size, n, n if m is None else m, generator=gen, device=device)
         loss = ((predict(model, batch) - batch.y_q) ** 2).mean()
         opt.zero_grad()
         loss.backward()
@@ -111,7 +114,8 @@ def train_icl(model: nn.Module, task, *, steps: int, batch_size: int, n_range: t
 def build_models(config: dict, dx: int = 1, dy: int = 1) -> nn.ModuleDict:
     """The five models of :data:`MODELS`, parameter-matched: the implicit transformer has
     ``layers`` layers, the explicit ones ``layers / 2`` in the context encoder and as many in
-    the transformer predictor."""
+    the transformer predictor; the known-latent model reads the true ``w`` with the same
+    transformer predictor (the official ``KnownLatent`` + ``TransformerPrediction``)."""
     d, half = dict(d_model=config["d_model"], n_heads=config["n_heads"],
                    d_ff=config["d_ff"]), config["layers"] // 2
     z_dim, P = config["d_model"], (dx + 1) * dy
@@ -126,7 +130,7 @@ def build_models(config: dict, dx: int = 1, dy: int = 1) -> nn.ModuleDict:
         "explicit-mlp": ExplicitModel(context(), MLPPredictor(dx, dy, z_dim,
                                                               config["mlp_hidden"])),
         "explicit-known": ExplicitModel(context(), LinearReadoutPredictor(dx, dy, z_dim)),
-        "known-latent": ExplicitModel(None, MLPPredictor(dx, dy, P, config["mlp_hidden"])),
+        "known-latent": ExplicitModel(None, TransformerPredictor(dx, dy, P, n_layers=half, **d)),
     })
 
 
