@@ -46,7 +46,7 @@ RECIPES = {
     # n: cities; steps x batch_size instances, each decoded from all n starts; lr: Adam, cosine to lr/20
     "quick": dict(n=20, steps=1500, batch_size=64, lr=1e-3, seed=0, model=dict(d_model=128, n_layers=3, n_heads=8)),
     # the 50-city policy: starts from the shipped 20-city weights (``init``), then POMO at n = 50
-    "tsp50": dict(n=50, steps=500, batch_size=32, lr=5e-4, seed=0, init="tsp20.pt",
+    "tsp50": dict(n=50, steps=300, batch_size=32, lr=5e-4, seed=0, init="tsp20.pt",
                   model=dict(d_model=128, n_layers=3, n_heads=8)),
     "full": dict(n=20, steps=20000, batch_size=128, lr=1e-3, seed=0, model=dict(d_model=128, n_layers=3, n_heads=8)),
 }
