@@ -1,6 +1,8 @@
 """FLAIR: the database harness, the estimators and the decision engine against independent
 references (NumPy counts, hand-computed histograms, brute-force loops)."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -217,7 +219,7 @@ def _tfm():
 
 def test_flair_uses_the_head_until_the_memory_is_full():
     tfm, engine = _tfm(), _CountingEngine(4)
-    flair = fl.FLAIR(tfm, engine, capacity=3)
+    flair = fl.FLAIR(tfm, engine, capacity=3, offset=False)
     xs = np.random.default_rng(0).standard_normal((6, fl.D_FEATURES))
     for i, x in enumerate(xs):
         pred = flair.predict(x)
@@ -231,6 +233,18 @@ def test_flair_uses_the_head_until_the_memory_is_full():
     flair.freeze_memory()
     flair.observe(xs[0], 100.0)
     assert flair.memory.arrays()[1].tolist() == [3, 4, 5]
+
+
+def test_the_head_offset_hands_the_engine_what_the_head_gets_wrong():
+    tfm, engine = _tfm(), _CountingEngine(4)
+    flair = fl.FLAIR(tfm, engine, capacity=3)  # offset=True: the book's recipe
+    xs = np.random.default_rng(1).standard_normal((4, fl.D_FEATURES))
+    with torch.no_grad():
+        head = tfm(torch.tensor(xs, dtype=torch.float32))[1].numpy()
+    for i in range(3):
+        flair.observe(xs[i], float(head[i]) + 2.0)  # the head is off by +2 on every query
+    # the counting engine predicts the context's mean label: here the mean residual, 2
+    assert flair.predict(xs[3]) == pytest.approx(head[3] + 2.0, abs=1e-5)
 
 
 @pytest.mark.parametrize("freeze_after", [None, 5])
@@ -325,7 +339,7 @@ def test_in_context_errors_scale_and_ridge_recovers_a_linear_task():
 def test_the_shipped_engine_loads_and_its_entry_point_trains(tmp_path):
     dde, meta = fl.load_dde()
     assert isinstance(dde, fl.DynamicDecisionEngine) and not dde.training
-    assert meta["recipe"]["steps"] == 5000 and meta["parameters"] == sum(p.numel() for p in dde.parameters())
+    assert meta["recipe"] == json.loads(json.dumps(fl.train.RECIPES["quick"])) and meta["parameters"] == sum(p.numel() for p in dde.parameters())
     assert meta["final"]["valid_nll_after"] < meta["final"]["valid_nll_before"]
     assert (fl.train.CHECKPOINTS / "dde.pt").stat().st_size < 5e6
     assert fl.train.main(["--steps", "2", "--out", str(tmp_path)]) == 0

@@ -177,10 +177,10 @@ class InContext(Method):
         preds = head.clone()
         full = ends >= m
         if pushes == 0 and k == m:  # a frozen queue: one context, all queries at once
-            preds = fl.dde(Zm[None], Ym[None], z[None])[0][0]
+            preds = fl.engine(Zm[None], Ym[None], z[None])[0]
         elif full.any():
             idx = torch.as_tensor(ends[full][:, None] - m + np.arange(m), device=dev)
-            mean, _ = fl.dde(Z_all[idx], Y_all[idx], z[torch.as_tensor(full, device=dev)][:, None])
+            mean = fl.engine(Z_all[idx], Y_all[idx], z[torch.as_tensor(full, device=dev)][:, None])
             preds[torch.as_tensor(full, device=dev)] = mean[:, 0]
         infer = time.perf_counter() - start
         start = time.perf_counter()

@@ -29,10 +29,12 @@ __all__ = ["RECIPES", "CHECKPOINTS", "VALID", "load_dde", "load_or_train", "vali
 CHECKPOINTS = Path(__file__).parent / "checkpoints"
 VALID = dict(batch=64, n_ctx=80, n_qry=20, seed=12345)  # prior tasks of the log, never trained on
 RECIPES = {
-    "quick": dict(steps=5000, batch=16, lr=1e-3, seed=0, n_ctx=(10, 100), n_qry=20,
-                  model=dict(d_x=16, d_model=64, n_layers=3, n_heads=4)),
+    "quick": dict(steps=1200, batch=32, lr=1e-3, seed=0, n_ctx=(10, 100), n_qry=20,
+                  model=dict(d_x=16, d_model=64, n_layers=4, n_heads=4, ridge_skip=True,
+                             ensemble=True)),
     "full": dict(steps=50000, batch=64, lr=5e-4, seed=0, n_ctx=(10, 160), n_qry=20,
-                 model=dict(d_x=16, d_model=256, n_layers=6, n_heads=4)),
+                 model=dict(d_x=16, d_model=256, n_layers=6, n_heads=4, ridge_skip=True,
+                            ensemble=True)),
 }
 
 
@@ -53,8 +55,11 @@ def _train(dde, *, steps, batch, lr, seed, n_ctx, n_qry, progress=None, device="
     losses = meta_train(dde, steps, batch=batch, lr=lr, seed=seed, n_ctx=tuple(n_ctx), n_qry=n_qry,
                         progress=progress)
     dde.cpu()
+    from .stream import in_context_errors
+
     return {"valid_nll_before": before, "valid_nll_after": prior_nll(dde, valid),
-            "train_loss_every_500": [float(np.mean(losses[i: i + 500])) for i in range(0, steps, 500)],
+            "valid_nmse": in_context_errors(dde, *valid),
+            "train_loss_every_100": [float(np.mean(losses[i: i + 100])) for i in range(0, steps, 100)],
             "device": device}
 
 
@@ -85,10 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         command="python -m companion.flair.train " + " ".join(argv if argv is not None else sys.argv[1:]),
         recipe=recipe, seconds=seconds, device=device, model=recipe["model"],
         parameters=sum(p.numel() for p in dde.parameters()),
-        data={"prior": "companion.flair.model.sample_prior_batch (MLP / random-Fourier GP / "
-                       "linear tasks, d = 16)", "validation": VALID},
-        final={k: history[k] for k in ("valid_nll_before", "valid_nll_after")},
-        history=history["train_loss_every_500"],
+        data={"prior": "companion.flair.model.sample_prior_batch (Gaussian, mixture or "
+                       "ReLU-feature inputs; MLP / random-Fourier GP / linear-plus-MLP / "
+                       "noise-only tasks, d = 16)", "validation": VALID},
+        final={k: history[k] for k in ("valid_nll_before", "valid_nll_after", "valid_nmse")},
+        history=history["train_loss_every_100"],
     )
     save_checkpoint(dde, args.out / "dde.pt", meta)
     print(json.dumps({k: meta[k] for k in ("training_seconds", "final", "parameters")}))
