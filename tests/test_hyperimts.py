@@ -172,12 +172,13 @@ def test_training_lowers_the_loss_and_keeps_the_best_epoch(data):
 def test_training_stops_when_the_validation_error_stops_improving(data):
     train, val = data.select(range(30)), [data.select(range(30, 40))]
     torch.manual_seed(0)
-    # a learning rate too small to move the error: epoch 1 is the best, 2 and 3 do not improve
-    # (the rate halves after the second), epoch 4 is the third without improvement: stop
+    # a learning rate too small to move the error: epoch 1 is the best, 2, 3 and 4 do not improve
+    # (an equal error is no improvement), so patience 3 stops after epoch 4; the rate follows the
+    # authors' schedule whatever the validation error does: three epochs at lr, then 0.8 per epoch
     hist = hx.fit(hx.GRUD(6, hidden=8), train, val, epochs=20, patience=3, batch_size=10, lr=1e-12)
     assert len(hist["val"]) == 4 and hist["stopped"] == "patience"
     assert hist["val"][hist["best_epoch"] - 1] == hist["best_val"] == min(hist["val"])
-    assert hist["lr"] == [1e-12, 1e-12, 1e-12, 5e-13]
+    assert hist["lr"] == pytest.approx([1e-12, 1e-12, 1e-12, 8e-13], rel=1e-12)
     capped = hx.fit(hx.GRUD(6, hidden=8), train, val, epochs=2, patience=5, batch_size=10, lr=1e-2)
     assert len(capped["val"]) == 2 and capped["stopped"] == "epochs"
     broken = hx.GRUD(6, hidden=8)
@@ -349,7 +350,7 @@ def test_a_training_step_runs_on_the_device_of_the_model(data, name, device):
     """The GPU path, on any machine: every tensor the models, ``fit`` and the batches create inside
     a training step is created on the model's device (a CUDA host runs the same code for real)."""
     torch.manual_seed(0)
-    model = hx.MODELS[name][1](6, dict(d_model=8, hidden=8)).to(device)
+    model = hx.MODELS[name][1](6, dict(d_model=8, hidden=8, n_layers=2, n_heads=4)).to(device)
     with _FactoriesNeedADevice():
         hist = hx.fit(model, data.select(range(8)), [data.select(range(8, 12))], epochs=1, batch_size=4)
         pred = model(data.select(range(2)).to(device))
@@ -358,14 +359,14 @@ def test_a_training_step_runs_on_the_device_of_the_model(data, name, device):
         exec("torch.zeros(3)", {"torch": torch, "__name__": "companion.example"})  # the guard itself works
 
 
-TINY = dict(n_vars=4, n_train=12, n_val=6, n_test=6, seed=0, seeds=2, d_model=8, hidden=8, epochs=1,
-            patience=2, batch_size=6, lr=1e-3)
+TINY = dict(n_vars=4, n_train=12, n_val=6, n_test=6, seed=0, first_seed=0, seeds=2, control_seeds=2, d_model=8,
+            n_layers=2, n_heads=4, hidden=8, epochs=1, patience=2, batch_size=6, lr=1e-3, decay=0.8, decay_after=3)
 
 
 def test_training_in_worker_processes_gives_the_same_models():
     from companion.hyperimts import train
 
-    recipe = {**TINY, "seeds": 1, "epochs": 2}
+    recipe = {**TINY, "seeds": 1, "control_seeds": 1, "epochs": 2}
     one, hist_one = train.train_all(recipe)
     two, hist_two = train.train_all(recipe, workers=2)
     assert list(hist_one) == list(hist_two)
@@ -400,7 +401,8 @@ def test_the_shipped_checkpoint_loads_into_the_current_model_code():
     path = train.CHECKPOINTS / "quick.pt"
     models, meta = load_checkpoint(path, lambda m: train.build_models(m["recipe"]))  # strict: every weight fits
     assert meta["recipe"] == train.RECIPES["quick"] and "uncommitted" not in meta["commit"]
-    name, seed = "GRU-D", meta["recipe"]["seed"]
+    name = "GRU-D"
+    seed = train.model_seeds(name, meta["recipe"])[0]
     _, val, _ = hx.make_splits(meta["recipe"])
     got = hx.evaluate(hx.trained(models, name, seed), val.batches(256))["mse"]
     assert got == pytest.approx(meta["histories"][hx.model_key(name, seed)]["best_val"], rel=1e-4)
@@ -460,3 +462,65 @@ HYPERIMTS_BAD_INPUTS = [
 def test_bad_input_is_refused_naming_the_argument_table(fn, kwargs, name):
     with pytest.raises(ValueError, match=name):
         fn(**kwargs)
+
+
+# --- issue 45: the authors' schedule, the threshold gate, resumable training ------------------------
+
+def test_the_learning_rate_follows_the_authors_delayed_step_decay():
+    from companion.hyperimts import train
+
+    # their DelayedStepDecayLR: factor 1 for epochs 0 and 1, then 0.8 ** (epoch - 2)
+    assert [train.lr_factor(e) for e in range(6)] == pytest.approx([1, 1, 1, 0.8, 0.64, 0.512])
+    assert train.RECIPES["quick"]["lr"] == 1e-3 and train.RECIPES["quick"]["patience"] == 10
+    assert train.RECIPES["quick"]["seeds"] == 5 and train.RECIPES["quick"]["batch_size"] == 32
+    assert train.model_seeds("HyperIMTS", train.RECIPES["quick"]) == [2024, 2025, 2026, 2027, 2028]
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="^epoch"):
+            train.lr_factor(bad)
+    with pytest.raises(ValueError, match="^name"):
+        train.model_seeds("LSTM", train.RECIPES["quick"])
+
+
+def test_the_variable_attention_gate_blends_only_above_the_threshold(data):
+    torch.manual_seed(0)
+    model = hx.HyperIMTS(6, d_model=16).eval()
+    b = data.select(range(4))
+    assert model.var_attention.threshold.item() == 0.5      # the authors' initial value
+    w, opened = model.variable_to_variable(b)
+    assert w.shape == (6, 6) and torch.allclose(w.sum(-1), torch.ones(6), atol=1e-5)
+    model.var_attention.gate = "always"
+    _, always = model.variable_to_variable(b)
+    model.var_attention.gate = "off"
+    _, off = model.variable_to_variable(b)
+    assert bool((opened <= always + 1e-7).all()) and float(off.sum()) == 0.0   # threshold opens fewer pairs
+    assert float(always.sum()) > float(opened.sum()) >= 0.0
+    with torch.no_grad():
+        model.var_attention.threshold.fill_(-1e9)        # every score above it: the same as "always"
+    model.var_attention.gate = "threshold"
+    _, low = model.variable_to_variable(b)
+    assert torch.equal(low, always)
+    with pytest.raises(ValueError, match="^gate"):
+        hx.IrregularityAwareAttention(16, gate="soft")
+
+
+def test_the_threshold_of_the_gate_gets_no_gradient(data):
+    """The comparison with the threshold is a step function: the "learned" threshold never moves."""
+    torch.manual_seed(0)
+    model = hx.HyperIMTS(6, d_model=16)
+    b = data.select(range(8))
+    hx.masked_mse(model(b), b).backward()
+    assert model.var_attention.threshold.grad is None
+    assert model.var_attention.q.weight.grad is not None      # the scores themselves do learn
+
+
+def test_training_resumes_from_the_partial_folder(tmp_path):
+    from companion.hyperimts import train
+
+    recipe = {**TINY, "seeds": 1, "control_seeds": 1, "epochs": 1}
+    first, hist_first = train.train_all(recipe, partial=tmp_path)
+    assert len(list(tmp_path.glob("*.pt"))) == len(hx.MODELS)
+    again, hist_again = train.train_all(recipe, partial=tmp_path)   # everything loaded, nothing trained
+    assert all(hist_first[k]["val"] == hist_again[k]["val"] for k in hist_first)
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
+    with pytest.raises(ValueError, match="^partial"):
+        train.train_all(recipe, workers=2, partial=tmp_path)

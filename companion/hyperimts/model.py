@@ -38,7 +38,7 @@ from companion.validation import as_choice, as_positive_int
 
 __all__ = ["Hypergraph", "build_hypergraph", "pairs_within", "incidence_matrices", "segment_softmax",
            "HyperedgeAttention", "NodeAttention", "IrregularityAwareAttention", "HyperIMTS", "NODE_UPDATES",
-           "init_time_embedding", "masked_mse"]
+           "init_time_embedding", "masked_mse", "GATES"]
 
 NODE_UPDATES = ("attention", "linear")
 
@@ -272,36 +272,72 @@ class NodeAttention(_AttentionBlock):
         return (h_new, alpha) if return_weights else h_new
 
 
-class IrregularityAwareAttention(nn.Module):
-    """Variable hyperedge -> variable hyperedge attention, eq. (hyperimts-v2v).
+GATES = ("threshold", "always", "off")
 
-    Within a sample, the score of variables (u, v) blends a learned similarity of their hyperedge
-    states with the similarity of their nodes observed at the same times, weighted by the share
-    ``c_uv`` of u's timestamps at which v is observed too. Variables never observed together
-    fall back to the learned similarity.
+
+class IrregularityAwareAttention(nn.Module):
+    """Variable hyperedge -> variable hyperedge attention, eq. (hyperimts-v2v), as in the authors' code.
+
+    Within a sample, the score of variables (u, v) starts as a learned similarity of their hyperedge
+    states, ``s_uv = (W_q e_u)^T (W_k e_v) / sqrt(d)``. Where it exceeds the threshold ``theta`` (a
+    parameter that starts at 0.5) and the two variables' *fine-grained* similarity ``a_uv`` is not 0,
+    the score becomes ``(1 - c_uv) s_uv + c_uv a_uv``, with ``c_uv`` the share of u's timestamps at
+    which v is observed too. ``a_uv`` sums, over the timestamps the two share, the product of the
+    first ``d_fine`` channels of their node states, divided by ``sqrt(L d_fine)`` (``L`` the sample's
+    number of distinct timestamps). The update is ``e_u + sum_v softmax_v(s_uv) W_v e_v``.
+
+    ``gate`` (an attribute, so it can be switched on a trained model): ``"threshold"`` (the authors'
+    rule), ``"always"`` (blend wherever ``a_uv`` is not 0) or ``"off"`` (the learned similarity alone).
+    The comparison with ``theta`` is a step function, so ``theta`` receives no gradient: it keeps its
+    initial value however long the model trains (a test checks it).
     """
 
-    def __init__(self, d_model: int, d_fine: int = 4):
+    def __init__(self, d_model: int, d_fine: int = 1, gate: str = "threshold"):
         super().__init__()
-        self.d, self.d_fine = d_model, d_fine
+        self.d, self.d_fine = d_model, as_positive_int(d_fine, "d_fine")
         self.q, self.k, self.v = (nn.Linear(d_model, d_model) for _ in range(3))
-        self.fine = nn.Linear(d_model, d_fine)
+        self.threshold = nn.Parameter(torch.tensor(0.5))
+        self.gate = as_choice(gate, "gate", GATES)
 
-    def forward(self, e_var: torch.Tensor, h: torch.Tensor, graph: Hypergraph, var: torch.Tensor,
-                n_vars: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def scores(self, e_var: torch.Tensor, h: torch.Tensor, graph: Hypergraph, var: torch.Tensor,
+               n_vars: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The scores ``s`` (B, V, V) after the gate, the co-observation shares ``c`` and the mask of
+        pairs where the gate blended the fine-grained similarity in."""
         B, V = graph.n_samples, n_vars
         E = e_var.view(B, V, self.d)
         static = self.q(E) @ self.k(E).transpose(1, 2) / math.sqrt(self.d)          # (B, V, V)
         i, j = graph.pairs
         cell = (graph.sample[i] * V + var[i]) * V + var[j]                        # (b, u, v) of each pair
-        z = self.fine(h)
+        z = h[:, : self.d_fine]
         co = h.new_zeros(B * V * V).index_add(0, cell, h.new_ones(cell.numel())).view(B, V, V)
         fine = h.new_zeros(B * V * V).index_add(0, cell, (z[i] * z[j]).sum(-1)).view(B, V, V)
-        fine = fine / co.clamp(min=1) / math.sqrt(self.d_fine)                     # mean over shared times
+        n_times = torch.bincount(graph.sample[_first_of(graph.time_edge, graph.n_time_edges)],
+                                 minlength=B).to(h.dtype)                         # L of each sample
+        fine = fine / torch.sqrt(n_times * self.d_fine)[:, None, None]
         seen = torch.diagonal(co, dim1=1, dim2=2)                                 # timestamps of u
         c = co / seen.clamp(min=1)[:, :, None]
-        scores = (1 - c) * static + c * fine
-        return (E + torch.softmax(scores, -1) @ self.v(E)).view(B * V, self.d), c
+        if self.gate == "off":
+            blend = torch.zeros_like(static, dtype=torch.bool)
+        else:
+            blend = fine != 0
+            if self.gate == "threshold":
+                blend = blend & (static > self.threshold)
+        return torch.where(blend, (1 - c) * static + c * fine, static), c, blend
+
+    def forward(self, e_var: torch.Tensor, h: torch.Tensor, graph: Hypergraph, var: torch.Tensor,
+                n_vars: int, return_weights: bool = False):
+        B, V = graph.n_samples, n_vars
+        E = e_var.view(B, V, self.d)
+        s, c, blend = self.scores(e_var, h, graph, var, n_vars)
+        w = torch.softmax(s, -1)
+        out = (E + w @ self.v(E)).view(B * V, self.d)
+        return (out, c, w, blend) if return_weights else (out, c)
+
+
+def _first_of(group: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """One row index per group (the first in row order): ``(n_groups,)``."""
+    rows = torch.arange(group.numel(), device=group.device)
+    return torch.full((n_groups,), group.numel(), device=group.device).scatter_reduce(0, group, rows, "amin")
 
 
 class HyperIMTS(nn.Module):
@@ -339,11 +375,12 @@ class HyperIMTS(nn.Module):
                                   batch.n_samples)
 
     def forward_nodes(self, time, var, x, is_query, sample, n_samples: int,
-                      attention: list | None = None) -> torch.Tensor:
+                      attention: list | None = None, v2v: list | None = None) -> torch.Tensor:
         """The forecast of every node from flat rows in any order (``x`` is 0 at queries).
 
         ``attention``: a list that receives, per layer, the node attention weights and
-        the hypergraph (for diagnostics).
+        the hypergraph; ``v2v``: a list that receives the variable-to-variable attention
+        weights ``(B, V, V)`` and the mask of pairs the gate opened (for diagnostics).
         """
         g = build_hypergraph(time, var, sample, n_samples, self.n_vars,
                              self.cross_variable)
@@ -369,9 +406,26 @@ class HyperIMTS(nn.Module):
             # eq. (hyperimts-node-update)
             h = torch.relu(h + self.to_node[layer](torch.cat([read, edges], -1)))
             if layer == last and self.use_var_attention:  # eq. (hyperimts-v2v)
-                e_var, _ = self.var_attention(e_var, h, g, var, self.n_vars)
+                if v2v is None:
+                    e_var, _ = self.var_attention(e_var, h, g, var, self.n_vars)
+                else:
+                    e_var, _, w, blend = self.var_attention(e_var, h, g, var, self.n_vars, True)
+                    v2v.append((w, blend))
         out = torch.cat([h, e_time[g.time_edge], e_var[g.var_edge]], -1)
         return self.decoder(out).squeeze(-1)
+
+    def variable_to_variable(self, batch: IMTSBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The variable-to-variable attention of eq. (hyperimts-v2v) on ``batch``: its weights
+        ``(V, V)`` (row = the variable updated, mean over the samples) and the share of pairs
+        ``(u, v)`` at which the gate blended the fine-grained similarity in ``(V, V)``."""
+        if not self.use_var_attention:
+            raise ValueError("use_var_attention: this model has no variable-to-variable attention")
+        record: list = []
+        with torch.no_grad():
+            self.forward_nodes(batch.time, batch.var, batch.inputs, batch.is_query, batch.sample,
+                               batch.n_samples, v2v=record)
+        w, blend = record[0]
+        return w.mean(0), blend.to(w.dtype).mean(0)
 
     def variable_attention(self, batch: IMTSBatch, layer: int = -1) -> torch.Tensor:
         """Where the query nodes look, per variable: ``(V, V)``, row = the query's variable.

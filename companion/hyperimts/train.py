@@ -17,6 +17,7 @@ import contextlib
 import copy
 import functools
 import json
+import math
 import multiprocessing
 import sys
 import time
@@ -28,11 +29,13 @@ import torch
 
 from companion.checkpoints import load_checkpoint, provenance, save_checkpoint, training_parser
 from companion.data.imts import IMTSBatch, lead_lag_pairs, make_imts
+from companion.validation import as_positive_int
 
 from .baselines import GRUD, GraFITi, MTANLite
 from .model import HyperIMTS, masked_mse
 
-__all__ = ["fit", "evaluate", "MODELS", "RECIPES", "make_splits", "build_models",
+__all__ = ["fit", "evaluate", "MODELS", "RECIPES", "make_splits", "build_models", "model_seeds", "lr_factor",
+           "data_seed",
            "load_or_train", "trained", "train_all", "pooled_mse", "mean_ci", "model_key",
            "evaluate_all", "CHECKPOINTS"]
 
@@ -40,29 +43,52 @@ CHECKPOINTS = Path(__file__).parent / "checkpoints"
 
 # every model the chapter trains: (data set, constructor of the model from the recipe)
 MODELS = {
-    "HyperIMTS": ("lead-lag", lambda V, r: HyperIMTS(V, d_model=r["d_model"])),
-    "HyperIMTS, linear update": ("lead-lag", lambda V, r: HyperIMTS(V, d_model=r["d_model"], node_update="linear")),
-    "HyperIMTS, channel-independent": ("lead-lag", lambda V, r: HyperIMTS(V, d_model=r["d_model"],
-                                                                          cross_variable=False)),
+    "HyperIMTS": ("lead-lag", lambda V, r: _hyper(V, r)),
+    "HyperIMTS, linear update": ("lead-lag", lambda V, r: _hyper(V, r, node_update="linear")),
+    "HyperIMTS, channel-independent": ("lead-lag", lambda V, r: _hyper(V, r, cross_variable=False)),
     "GRU-D": ("lead-lag", lambda V, r: GRUD(V, hidden=r["hidden"])),
     "mTAN": ("lead-lag", lambda V, r: MTANLite(V, d_model=r["d_model"])),
     "GraFITi": ("lead-lag", lambda V, r: GraFITi(V, d_model=r["d_model"])),
-    "HyperIMTS, independent data": ("independent", lambda V, r: HyperIMTS(V, d_model=r["d_model"])),
+    "HyperIMTS, independent data": ("independent", lambda V, r: _hyper(V, r)),
     "HyperIMTS, channel-independent, independent data": (
-        "independent", lambda V, r: HyperIMTS(V, d_model=r["d_model"], cross_variable=False)),
+        "independent", lambda V, r: _hyper(V, r, cross_variable=False)),
 }
 
+
+def _hyper(V: int, r: dict, **kw) -> HyperIMTS:
+    return HyperIMTS(V, d_model=r["d_model"], n_layers=r["n_layers"], n_heads=r["n_heads"], **kw)
+
 RECIPES = {
-    # data: make_imts sizes (the control set uses seed + 1); models: seeds seed, seed + 1, ...;
-    # every model trains until its validation MSE has not improved for `patience` epochs (the
-    # learning rate halving on the way, see fit), at most `epochs`, keeping its best epoch. quick:
-    # shipped as a checkpoint (with 800 training samples every hypergraph model overfitted after
-    # 10 to 15 epochs, so the quick scale has 3,200).
-    "quick": dict(n_vars=8, n_train=3200, n_val=200, n_test=400, seed=0, seeds=3, d_model=32, hidden=64,
-                  epochs=40, patience=5, batch_size=32, lr=3e-3),
-    "full": dict(n_vars=12, n_train=8000, n_val=1000, n_test=2000, seed=0, seeds=3, d_model=64, hidden=100,
-                 epochs=60, patience=5, batch_size=64, lr=2e-3),
+    # data: make_imts sizes; the lead-lag set uses seed `first_seed + seed`, the independent control
+    # set the next one; the models of each name train from the seeds first_seed + seed + k,
+    # k < seeds (the control pair: k < control_seeds). The authors' optimiser (Adam, lr 1e-3), schedule
+    # (the rate kept for three epochs, then times 0.8 per epoch) and patience (10 epochs without any
+    # improvement); their cap of 300 epochs is cut to `epochs` so that the quick checkpoint of 36
+    # models trains on one CPU thread in one hold of the training lock. The model keeps its best
+    # validation epoch. Their 5 seeds (2024 to 2028 for seed 0).
+    "quick": dict(n_vars=8, n_train=960, n_val=200, n_test=400, seed=0, first_seed=2024, seeds=5,
+                  control_seeds=3, d_model=32, n_layers=2, n_heads=4, hidden=64, epochs=8, patience=10,
+                  batch_size=32, lr=1e-3, decay=0.8, decay_after=3),
+    "full": dict(n_vars=12, n_train=8000, n_val=1000, n_test=2000, seed=0, first_seed=2024, seeds=5,
+                 control_seeds=5, d_model=64, n_layers=2, n_heads=4, hidden=100, epochs=300, patience=10,
+                 batch_size=32, lr=1e-3, decay=0.8, decay_after=3),
 }
+
+
+def model_seeds(name: str, recipe: dict) -> list[int]:
+    """The training seeds of model ``name`` in ``recipe``: ``first_seed + seed + k``."""
+    if name not in MODELS:
+        raise ValueError(f"name: expected one of {sorted(MODELS)}, got {name!r}")
+    n = recipe["seeds"] if MODELS[name][0] == "lead-lag" else recipe["control_seeds"]
+    return [recipe["first_seed"] + recipe["seed"] + k for k in range(n)]
+
+
+def lr_factor(epoch: int, decay: float = 0.8, after: int = 3) -> float:
+    """The authors' delayed step decay: the learning rate's factor in epoch ``epoch`` (0-based):
+    1 for the first ``after`` epochs, then ``decay`` per epoch (their ``DelayedStepDecayLR``)."""
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch: expected a non-negative integer, got {epoch!r}")
+    return 1.0 if epoch < after else decay ** (epoch - after + 1)
 
 
 def _device_of(model) -> torch.device | None:
@@ -121,22 +147,26 @@ def mean_ci(values, level: float = 0.95) -> tuple[float, float, float]:
     return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
 
 
-def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epochs: int, patience: int = 5,
-        batch_size: int = 64, lr: float = 1e-3, seed: int = 0, tol: float = 1e-3) -> dict:
-    """Adam on the query MSE until the validation MSE stops improving; keeps the best epoch's weights.
+def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epochs: int, patience: int = 10,
+        batch_size: int = 32, lr: float = 1e-3, seed: int = 0, decay: float = 0.8, decay_after: int = 3) -> dict:
+    """Adam on the query MSE with the authors' schedule and early stopping; keeps the best epoch's weights.
 
-    An epoch *improves* when its validation MSE is below ``(1 - tol)`` times the best so far. The
-    learning rate halves after every second epoch in a row without improvement, and training
-    stops after ``patience`` such epochs (early stopping), or after ``epochs`` epochs at most.
-    Both depend only on the validation curve, never on a clock. Trains where the model's
-    parameters are, moving the data there. Returns the per-epoch training loss, validation MSE,
-    learning rate and wall time, the best validation MSE and its epoch (1-based), and ``stopped``:
-    ``"patience"`` (the curve flattened) or ``"epochs"`` (the cap ended it first).
+    The learning rate of epoch ``e`` (0-based) is ``lr * lr_factor(e, decay, decay_after)``: constant
+    for ``decay_after`` epochs, then times ``decay`` per epoch, whatever the validation error does.
+    An epoch *improves* when its validation MSE is below the best so far (no tolerance); training
+    stops after ``patience`` epochs in a row without improvement, or after ``epochs`` epochs at most.
+    Both depend only on the validation curve, never on a clock. Trains where the model's parameters
+    are, moving the data there. Returns the per-epoch training loss, validation MSE, learning rate
+    and wall time, the best validation MSE and its epoch (1-based), and ``stopped``: ``"patience"``
+    or ``"epochs"`` (the cap ended it first).
     """
-    if epochs < 1:
-        raise ValueError(f"epochs: expected at least 1, got {epochs}")
-    if patience < 1:
-        raise ValueError(f"patience: expected at least 1 epoch, got {patience}")
+    epochs = as_positive_int(epochs, "epochs")
+    patience = as_positive_int(patience, "patience")
+    batch_size = as_positive_int(batch_size, "batch_size")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr: expected a finite positive learning rate, got {lr!r}")
+    if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 < decay <= 1:
+        raise ValueError(f"decay: expected a factor in (0, 1], got {decay!r}")
     device = _device_of(model)
     train, val = train.to(device), [b.to(device) for b in val]
     torch.manual_seed(seed)
@@ -144,7 +174,9 @@ def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epoch
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     history = {"train": [], "val": [], "lr": [], "seconds": []}
     best, best_state, stale = float("inf"), None, 0
-    for _ in range(epochs):
+    for epoch in range(epochs):
+        for group in opt.param_groups:
+            group["lr"] = lr * lr_factor(epoch, decay, decay_after)
         start, losses = time.perf_counter(), []
         model.train()
         for batch in train.batches(batch_size, rng):
@@ -156,23 +188,18 @@ def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epoch
         model.eval()
         val_mse = evaluate(model, val)["mse"]
         if not np.isfinite(val_mse):
-            raise FloatingPointError(f"lr: the validation MSE became {val_mse} in epoch {len(history['val']) + 1}; "
+            raise FloatingPointError(f"lr: the validation MSE became {val_mse} in epoch {epoch + 1}; "
                                      f"training diverged at lr = {lr}, try a smaller one")
         history["train"].append(float(torch.stack(losses).mean()))
         history["val"].append(val_mse)
         history["lr"].append(opt.param_groups[0]["lr"])
         history["seconds"].append(round(time.perf_counter() - start, 3))
-        if val_mse < best * (1 - tol):
-            stale = 0
+        if val_mse < best:
+            best, best_state, stale = val_mse, copy.deepcopy(model.state_dict()), 0
         else:
             stale += 1
-        if val_mse < best:
-            best, best_state = val_mse, copy.deepcopy(model.state_dict())
         if stale >= patience:
             break
-        if stale and stale % 2 == 0:
-            for group in opt.param_groups:
-                group["lr"] /= 2
     model.load_state_dict(best_state)
     history.update(best_val=best, best_epoch=int(np.argmin(history["val"])) + 1,
                    stopped="patience" if stale >= patience else "epochs")
@@ -182,15 +209,20 @@ def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epoch
 def make_splits(recipe: dict, lead_lag: bool = True) -> tuple[IMTSBatch, IMTSBatch, IMTSBatch]:
     """The train, validation and test splits of the chapter, standardised with training statistics.
 
-    The lead-lag set uses ``recipe['seed']``, the independent control set ``recipe['seed'] + 1``.
+    The lead-lag set uses the seed ``first_seed + seed``, the independent control set the next one.
     """
     n_tr, n_va, n_te = recipe["n_train"], recipe["n_val"], recipe["n_test"]
     data = make_imts(n_tr + n_va + n_te, recipe["n_vars"], lead_lag=lead_lag,
-                     seed=recipe["seed"] + (0 if lead_lag else 1))
+                     seed=data_seed(recipe, lead_lag))
     parts = [data.select(range(0, n_tr)), data.select(range(n_tr, n_tr + n_va)),
              data.select(range(n_tr + n_va, n_tr + n_va + n_te))]
     mean, std = parts[0].variable_stats()  # training statistics only
     return tuple(p.standardized(mean, std) for p in parts)
+
+
+def data_seed(recipe: dict, lead_lag: bool = True) -> int:
+    """The generator seed of the lead-lag data (``first_seed + seed``) or of the control data (+ 1)."""
+    return recipe["first_seed"] + recipe["seed"] + (0 if lead_lag else 1)
 
 
 def model_key(name: str, seed: int) -> str:
@@ -202,9 +234,9 @@ def build_models(recipe: dict) -> torch.nn.ModuleDict:
     """Every model of :data:`MODELS` for every seed of the recipe, each initialised from its seed."""
     models = torch.nn.ModuleDict()
     for name, (_, make) in MODELS.items():
-        for k in range(recipe["seeds"]):
-            torch.manual_seed(recipe["seed"] + k)
-            models[model_key(name, recipe["seed"] + k)] = make(recipe["n_vars"], recipe)
+        for seed in model_seeds(name, recipe):
+            torch.manual_seed(seed)
+            models[model_key(name, seed)] = make(recipe["n_vars"], recipe)
     return models
 
 
@@ -212,7 +244,8 @@ def _fit_job(model: torch.nn.Module, recipe: dict, name: str, seed: int) -> tupl
     """Train one (model, seed) of the recipe on its data set; returns its weights and history."""
     train, val, _ = _splits(tuple(sorted(recipe.items())), MODELS[name][0] == "lead-lag")
     history = fit(model, train, val.batches(256), epochs=recipe["epochs"], patience=recipe["patience"],
-                  batch_size=recipe["batch_size"], lr=recipe["lr"], seed=seed)
+                  batch_size=recipe["batch_size"], lr=recipe["lr"], seed=seed, decay=recipe["decay"],
+                  decay_after=recipe["decay_after"])
     return model.state_dict(), history
 
 
@@ -225,22 +258,45 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def train_all(recipe: dict, device=None, progress=None, workers: int = 1) -> tuple[torch.nn.ModuleDict, dict]:
+def _resumable_jobs(models, recipe, jobs, partial: Path):
+    """Train the jobs one after the other, each saved to ``partial`` as soon as it ends; a job found
+    there (same recipe) is loaded instead of trained again, so a run cut short resumes where it was."""
+    partial.mkdir(parents=True, exist_ok=True)
+    for name, seed in jobs:
+        path = partial / f"{model_key(name, seed)}.pt"
+        saved = torch.load(path, weights_only=False) if path.is_file() else None
+        if saved is None or saved["recipe"] != recipe:
+            start = time.perf_counter()
+            state, history = _fit_job(models[model_key(name, seed)], recipe, name, seed)
+            saved = {"recipe": recipe, "state": state, "history": history,
+                     "seconds": time.perf_counter() - start}
+            torch.save(saved, path.with_suffix(".tmp"))
+            path.with_suffix(".tmp").replace(path)
+        yield (name, seed), (saved["state"], {**saved["history"], "job_seconds": round(saved["seconds"], 1)})
+
+
+def train_all(recipe: dict, device=None, progress=None, workers: int = 1,
+              partial: Path | None = None) -> tuple[torch.nn.ModuleDict, dict]:
     """Build and train every model of the recipe; returns the models and their histories.
 
     ``workers > 1`` trains that many models at a time in CPU processes of one thread each. Each
     model starts from the same initial weights and meets the same batches as it would here, so
     the result is the one ``workers=1`` gives on one thread (a test checks it; the entry point
-    and the chapter run on one thread).
+    and the chapter run on one thread). ``partial`` (one worker): a folder where each finished model
+    is saved at once and from which a later call resumes.
     """
     if workers < 1:
         raise ValueError(f"workers: expected at least 1, got {workers}")
     models = build_models(recipe).to(device or "cpu")
     if workers > 1 and next(models.parameters()).device.type != "cpu":
         raise ValueError("workers: processes train on the CPU only; use workers=1 on a GPU")
-    jobs = [(name, recipe["seed"] + k) for name in MODELS for k in range(recipe["seeds"])]
+    jobs = [(name, seed) for name in MODELS for seed in model_seeds(name, recipe)]
     with contextlib.ExitStack() as stack:
-        if workers == 1:  # trained in place, one after the other
+        if partial is not None:
+            if workers != 1:
+                raise ValueError("partial: resuming works with one worker only")
+            runs = _resumable_jobs(models, recipe, jobs, Path(partial))
+        elif workers == 1:  # trained in place, one after the other
             runs = ((job, _fit_job(models[model_key(*job)], recipe, *job)) for job in jobs)
         else:
             pool = stack.enter_context(ProcessPoolExecutor(
@@ -284,7 +340,9 @@ def evaluate_all(models: torch.nn.ModuleDict, record: dict, splits: dict, seeds,
     rows = []
     for name, (data_name, _) in MODELS.items():
         val, test = splits[data_name]
-        for seed in seeds:
+        for seed in (seeds if seeds is not None else model_seeds(name, record["recipe"])):
+            if model_key(name, seed) not in models:
+                continue
             net = trained(models, name, seed)
             res = evaluate(net, test.batches(256))
             rows.append(dict(model=name, seed=seed, mse=res["mse"], mae=res["mae"],
@@ -308,9 +366,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = training_parser("python -m companion.hyperimts.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
     parser.add_argument("--workers", type=int, default=1,
                         help="CPU processes training models side by side (one thread each; same result)")
+    parser.add_argument("--partial", type=Path, default=None,
+                        help="folder where each finished model is saved, so that a run cut short resumes there")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers: expected at least 1, got {args.workers}")
+    if args.partial is not None and args.workers != 1:
+        parser.error("--partial: resuming works with one worker only")
     if args.steps is not None:
         parser.error("--steps: each model trains until its validation error stops improving (at most the "
                      "recipe's epochs); change RECIPES instead")
@@ -319,14 +381,16 @@ def main(argv: list[str] | None = None) -> int:
     workers = 1 if device == "cuda" else args.workers
     torch.set_num_threads(1)
     start = time.perf_counter()
-    models, histories = train_all(recipe, device, _log_progress, workers)
+    models, histories = train_all(recipe, device, _log_progress, workers, args.partial)
     seconds = time.perf_counter() - start
+    if args.partial is not None:  # the sum over the models, whichever run trained each
+        seconds = sum(h["job_seconds"] for h in histories.values())
     meta = provenance(
         command="python -m companion.hyperimts.train " + " ".join(argv if argv is not None else sys.argv[1:]),
         recipe=recipe, seconds=seconds, device=device, workers=workers,
-        data={"generator": "companion.data.imts.make_imts", "lead-lag seed": recipe["seed"],
-              "independent seed": recipe["seed"] + 1, "followers": [f for _, f in lead_lag_pairs(recipe["n_vars"])]},
-        parameters={name: sum(p.numel() for p in trained(models, name, recipe["seed"]).parameters())
+        data={"generator": "companion.data.imts.make_imts", "lead-lag seed": data_seed(recipe),
+              "independent seed": data_seed(recipe, False), "followers": [f for _, f in lead_lag_pairs(recipe["n_vars"])]},
+        parameters={name: sum(p.numel() for p in trained(models, name, model_seeds(name, recipe)[0]).parameters())
                     for name in MODELS},
         histories=histories,
     )
