@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from companion.checkpoints import lazy_exports
 from companion.validation import as_float_array, as_positive_int
 
 __all__ = ["EARTH_KM", "fibonacci_sphere", "lonlat_to_unit", "sincos_encode", "SyntheticGlobe",
@@ -79,10 +80,12 @@ def sample_background(n: int, gen: torch.Generator, device=None) -> torch.Tensor
 class SyntheticGlobe:
     """Cells, land, covariates, species ranges and presence-only observations of one seeded world.
 
-    ``cells_ll [M, 2]``, ``land [M]``; ``cov [M, 2]`` (standardised temperature-like and
-    moisture-like fields); ``ranges [S, M]`` boolean (always on land); ``obs`` a list of
-    ``[n_s, 2]`` arrays (the train species' observations, the test species' reserve);
-    ``train`` and ``test`` species ids; ``towns [J, 2]``.
+    ``cells_ll [M, 2]``; ``land [M]`` (the real continents of ``global-land-mask``, Antarctica
+    left out); ``cov [M, 4]`` (standardised temperature, moisture, seasonality and relief
+    fields); ``coast_km [M]`` (distance of a cell to the nearest sea cell); ``ranges [S, M]``
+    boolean (always on land); ``obs`` a list of ``[n_s, 2]`` arrays (the train species'
+    observations, the test species' reserve); ``train`` and ``test`` species ids;
+    ``towns [J, 2]``; ``effort [M]`` the observer effort.
     """
 
     cells_ll: np.ndarray
@@ -93,10 +96,15 @@ class SyntheticGlobe:
     train: np.ndarray
     test: np.ndarray
     towns: np.ndarray
+    coast_km: np.ndarray
+    effort: np.ndarray
 
     def prevalence(self) -> np.ndarray:
         """Fraction of land cells inside each species' range (the expected AP of a random ranking)."""
         return self.ranges[:, self.land].mean(1)
+
+
+COV_NAMES = ("temperature", "moisture", "seasonality", "relief")
 
 
 def _smooth_field(unit: np.ndarray, rng: np.random.Generator, n_bumps: int, kappa: float) -> np.ndarray:
@@ -105,26 +113,56 @@ def _smooth_field(unit: np.ndarray, rng: np.random.Generator, n_bumps: int, kapp
     return np.exp(kappa * (unit @ centres.T - 1)) @ rng.normal(size=n_bumps)
 
 
-def make_globe(n_cells: int = 3000, n_train: int = 300, n_test: int = 60, obs_cap: int = 50,
+def real_land(ll: np.ndarray) -> np.ndarray:
+    """Land cells of the real Earth (``global-land-mask``, 1 km grid), south of 60 S left out."""
+    from global_land_mask import globe
+
+    ll = np.asarray(ll, float)
+    lat = np.clip(ll[:, 1], -89.999, 89.999)
+    return globe.is_land(lat, np.clip(ll[:, 0], -179.999, 179.999)) & (ll[:, 1] > -60)
+
+
+def make_globe(n_cells: int = 4000, n_train: int = 300, n_test: int = 60, obs_cap: int = 50,
                reserve: int = 50, n_towns: int = 40, jitter_km: float = 30.0,
                seed: int = 0) -> SyntheticGlobe:
-    """Build a seeded world (see the chapter's problem section); test species are split off first."""
-    for name, value, low in [("n_cells", n_cells, 200), ("n_train", n_train, 2), ("n_test", n_test, 1),
-                             ("obs_cap", obs_cap, 2), ("reserve", reserve, 1), ("n_towns", n_towns, 1)]:
-        if int(value) < low:
-            raise ValueError(f"{name}: expected an integer >= {low}, got {value}")
+    """Build a seeded world on the real continents (see the chapter's problem section).
+
+    Test species are split off first. Covariates: temperature falls with latitude and relief,
+    moisture peaks in the tropics and near coasts, seasonality grows with latitude and
+    distance from the sea, relief is a smooth random field. Observer effort peaks around
+    ``n_towns`` towns placed preferably near coasts and at populated latitudes.
+    """
+    n_cells = as_positive_int(n_cells, "n_cells", minimum=200)
+    n_train = as_positive_int(n_train, "n_train", minimum=2)
+    n_test = as_positive_int(n_test, "n_test", minimum=1)
+    obs_cap = as_positive_int(obs_cap, "obs_cap", minimum=2)
+    reserve = as_positive_int(reserve, "reserve", minimum=1)
+    n_towns = as_positive_int(n_towns, "n_towns", minimum=1)
+    if not _positive_finite(jitter_km) and jitter_km != 0:
+        raise ValueError(f"jitter_km: expected a finite distance >= 0 in km, got {jitter_km}")
     rng = np.random.default_rng(seed)
     ll = fibonacci_sphere(n_cells)
     unit = lonlat_to_unit(torch.tensor(ll)).numpy()
-    relief = _smooth_field(unit, rng, 40, 8.0)
-    land = relief > np.quantile(relief, 0.65)
-    lat = np.radians(ll[:, 1])
-    temp = np.cos(lat) ** 2 + 0.3 * _smooth_field(unit, rng, 40, 6.0) - 0.2 * relief
-    wet = _smooth_field(unit, rng, 40, 4.0)
-    cov = np.stack([temp, wet], 1)
-    cov = (cov - cov[land].mean(0)) / cov[land].std(0)
+    land = real_land(ll)
     land_ids = np.flatnonzero(land)
-    towns = land_ids[rng.choice(len(land_ids), n_towns, replace=False)]
+    if len(land_ids) < max(n_towns, 20):
+        raise ValueError(f"n_cells: {n_cells} cells give only {len(land_ids)} land cells")
+    sea_ids = np.flatnonzero(~real_land(ll) & (ll[:, 1] > -60))
+    d_sea = EARTH_KM * np.arccos(np.clip(unit @ unit[sea_ids].T, -1, 1)).min(1)
+    coast_km = np.where(land, d_sea, 0.0)
+    lat = np.radians(ll[:, 1])
+    relief = _smooth_field(unit, rng, 60, 10.0)
+    temp = np.cos(lat) ** 2 - 0.25 * relief + 0.15 * _smooth_field(unit, rng, 40, 6.0)
+    wet = (np.exp(-(ll[:, 1] / 15) ** 2) + 0.6 * np.exp(-coast_km / 500)
+           + 0.25 * _smooth_field(unit, rng, 40, 5.0))
+    season = (np.abs(np.sin(lat)) + 0.5 * (1 - np.exp(-coast_km / 1000))
+              + 0.15 * _smooth_field(unit, rng, 40, 5.0))
+    cov = np.stack([temp, wet, season, relief], 1)
+    cov = (cov - cov[land].mean(0)) / cov[land].std(0)
+    people = (np.exp(-((ll[:, 1] - 35) / 15) ** 2) + 0.6 * np.exp(-((ll[:, 1] - 10) / 12) ** 2)
+              + 0.4 * np.exp(-((ll[:, 1] + 25) / 12) ** 2))
+    town_p = (people * np.exp(-coast_km / 300))[land_ids]
+    towns = land_ids[rng.choice(len(land_ids), n_towns, replace=False, p=town_p / town_p.sum())]
     d_town = EARTH_KM * np.arccos(np.clip(unit @ unit[towns].T, -1, 1))
     effort = 0.05 + np.exp(-d_town**2 / (2 * 350.0**2)) @ rng.lognormal(0, 1, n_towns)
     n_sp = n_train + n_test
@@ -132,7 +170,7 @@ def make_globe(n_cells: int = 3000, n_train: int = 300, n_test: int = 60, obs_ca
     obs = []
     for s in range(n_sp):
         o = land_ids[rng.integers(len(land_ids))]
-        sigma = rng.uniform(0.3, 1.0, 2)
+        sigma = rng.uniform(0.5, 1.2, cov.shape[1])
         h = np.exp(-0.5 * (((cov - cov[o]) / sigma) ** 2).sum(1))
         rho = np.exp(rng.uniform(np.log(500), np.log(4000)))
         g = np.exp(-EARTH_KM * np.arccos(np.clip(unit @ unit[o], -1, 1)) / rho)
@@ -146,7 +184,7 @@ def make_globe(n_cells: int = 3000, n_train: int = 300, n_test: int = 60, obs_ca
         cells = rng.choice(n_cells, n, p=p / p.sum())
         obs.append(_jitter(ll[cells], rng, jitter_km) if jitter_km > 0 else ll[cells])
     return SyntheticGlobe(ll, land, cov, ranges, obs, np.arange(n_train), np.arange(n_train, n_sp),
-                          ll[towns])
+                          ll[towns], coast_km, effort)
 
 
 def _jitter(ll: np.ndarray, rng: np.random.Generator, km: float = 30.0) -> np.ndarray:
@@ -279,47 +317,101 @@ def _obs_table(globe: SyntheticGlobe, species: np.ndarray):
     return torch.tensor(ll, dtype=torch.float32), torch.tensor(sp)
 
 
-def train_sinr(globe: SyntheticGlobe, width: int = 64, depth: int = 2, steps: int = 600,
-               batch: int = 256, lr: float = 5e-3, pos_weight: float = 2048.0, seed: int = 0) -> SINR:
-    """Fit f_theta and one embedding per training species with eq. (fssinr-loss) (W looked up)."""
+def _schedule(opt, steps: int, warmup: int, decay: float, decay_epochs: int):
+    """Linear warm-up over ``warmup`` steps, then ``decay`` per ``steps / decay_epochs`` steps:
+    the official per-epoch decay, with the official number of epochs spread over the run."""
+    def factor(step):
+        return min(1.0, (step + 1) / warmup) * decay ** (decay_epochs * step // steps)
+    return torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def _check_recipe(steps, batch, lr, warmup, decay, pos_weight):
+    steps = as_positive_int(steps, "steps")
+    batch = as_positive_int(batch, "batch")
+    warmup = as_positive_int(warmup, "warmup")
+    if not _positive_finite(lr):
+        raise ValueError(f"lr: expected a finite positive learning rate, got {lr}")
+    if not _positive_finite(decay) or decay > 1:
+        raise ValueError(f"decay: expected a per-epoch factor in (0, 1], got {decay}")
+    if not _positive_finite(pos_weight):
+        raise ValueError(f"pos_weight: expected a finite positive weight, got {pos_weight}")
+    return steps, batch, warmup
+
+
+def _batches(n: int, batch: int, steps: int, gen: torch.Generator):
+    """``steps`` index batches from shuffled passes over ``n`` examples (the last batch of a
+    pass may be short)."""
+    done = 0
+    while True:
+        for idx in torch.randperm(n, generator=gen).split(batch):
+            if done == steps:
+                return
+            done += 1
+            yield done, idx
+
+
+def train_sinr(globe: SyntheticGlobe, width: int = 64, depth: int = 2, steps: int = 3000,
+               batch: int = 256, lr: float = 5e-4, decay: float = 0.98, decay_epochs: int = 10,
+               warmup: int = 100, pos_weight: float = 2048.0, seed: int = 0) -> SINR:
+    """Fit f_theta and one embedding per training species with eq. (fssinr-loss) (W looked up).
+
+    Adam at ``lr`` (the official SINR optimiser), a linear warm-up over ``warmup`` steps, and
+    the official decay ``decay`` applied ``decay_epochs`` times over the ``steps`` (shuffled
+    passes over the training observations). The loss of every step is kept in
+    ``model.history["loss"]``.
+    """
+    steps, batch, warmup = _check_recipe(steps, batch, lr, warmup, decay, pos_weight)
+    decay_epochs = as_positive_int(decay_epochs, "decay_epochs")
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     ll, sp = _obs_table(globe, globe.train)
     model = SINR(LocationEncoder(width, depth), len(globe.train))
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        idx = torch.randint(len(ll), (batch,), generator=gen)
-        loss = an_full_loss(model.enc(ll[idx]), model.enc(sample_background(batch, gen)),
+    sched = _schedule(opt, steps, warmup, decay, decay_epochs)
+    losses = []
+    model.train()
+    for _, idx in _batches(len(ll), batch, steps, gen):
+        loss = an_full_loss(model.enc(ll[idx]), model.enc(sample_background(len(idx), gen)),
                             model.table(sp[idx]), sp[idx], pos_weight)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        sched.step()
+        losses.append(loss.item())
+    model.history = {"loss": losses}
     return model.eval()
 
 
-def _episodes(globe, ll, sp, starts, counts, batch, max_ctx, fixed, rng):
-    """Targets and contexts: each context is drawn from the *other* observations of its species."""
-    ok = np.flatnonzero(counts[sp.numpy()] >= 2)
-    idx = ok[rng.integers(len(ok), size=batch)]
-    ctx = np.zeros((batch, max_ctx), dtype=np.int64)
-    mask = np.ones((batch, max_ctx), dtype=bool)
-    for b, i in enumerate(idx):
-        s = int(sp[i])
+def _episodes(counts, starts, idx, max_ctx, fixed, rng):
+    """Contexts for the targets ``idx``: up to ``max_ctx`` of the *other* observations of the
+    target's species (all of them when fewer; none for a species seen once, as in the
+    official data loader). ``fixed=False`` draws the size uniformly in ``[1, max_ctx]``."""
+    ctx = np.zeros((len(idx), max_ctx), dtype=np.int64)
+    mask = np.ones((len(idx), max_ctx), dtype=bool)
+    for b, (i, s) in enumerate(idx):
         others = np.delete(np.arange(starts[s], starts[s] + counts[s]), i - starts[s])
         k = min(len(others), max_ctx if fixed else int(rng.integers(1, max_ctx + 1)))
         ctx[b, :k] = rng.choice(others, k, replace=False)
         mask[b, :k] = False
-    return torch.tensor(idx), torch.tensor(ctx), torch.tensor(mask)
+    return torch.tensor(ctx), torch.tensor(mask)
 
 
-def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 800, batch: int = 64,
-                 max_ctx: int = 20, fixed_ctx: bool = False, lr: float = 1e-3,
-                 pos_weight: float = 2048.0, seed: int = 0, **arch) -> FSSINR:
+def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 6000, batch: int = 64,
+                 max_ctx: int = 20, fixed_ctx: bool = True, lr: float = 5e-4, decay: float = 0.98,
+                 decay_epochs: int = 20, warmup: int = 200, pos_weight: float = 2048.0,
+                 seed: int = 0, snapshots=(), **arch) -> FSSINR:
     """Train the set encoder (and fine-tune f_theta, initialised from ``sinr``) on episodes.
 
-    Context sizes are drawn uniformly in ``[1, max_ctx]`` (``fixed_ctx=False``) or always
-    ``max_ctx`` (capped by the species' other observations).
+    Each example is one training observation (shuffled passes, batches of ``batch``), its
+    context drawn from the other observations of its species: ``max_ctx`` of them
+    (``fixed_ctx=True``, the official ``loc:20``) or a size uniform in ``[1, max_ctx]``.
+    Adam at ``lr``, linear warm-up, the official decay spread as in :func:`train_sinr`.
+    Keeps the per-step loss in ``model.history["loss"]`` and the state dict after each step
+    listed in ``snapshots`` in ``model.history["snapshots"]``.
     """
+    steps, batch, warmup = _check_recipe(steps, batch, lr, warmup, decay, pos_weight)
+    max_ctx = as_positive_int(max_ctx, "max_ctx")
+    decay_epochs = as_positive_int(decay_epochs, "decay_epochs")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -330,14 +422,23 @@ def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 800, batch: int
     counts = np.bincount(sp.numpy(), minlength=len(globe.train))
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    for _ in range(steps):
-        idx, ctx, mask = _episodes(globe, ll, sp, starts, counts, batch, max_ctx, fixed_ctx, rng)
+    sched = _schedule(opt, steps, warmup, decay, decay_epochs)
+    losses, snaps = [], {}
+    model.train()
+    for step, idx in _batches(len(ll), batch, steps, gen):
+        pairs = list(zip(idx.tolist(), sp[idx].tolist()))
+        ctx, mask = _episodes(counts, starts, pairs, max_ctx, fixed_ctx, rng)
         w = model.species_embedding(ll[ctx], mask)
-        loss = an_full_loss(model.enc(ll[idx]), model.enc(sample_background(batch, gen)), w,
-                            sp[idx], pos_weight)
+        loss = an_full_loss(model.enc(ll[idx]), model.enc(sample_background(len(idx), gen)),
+                            w, sp[idx], pos_weight)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        sched.step()
+        losses.append(loss.item())
+        if step in snapshots:
+            snaps[step] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.history = {"loss": losses, "snapshots": snaps}
     return model.eval()
 
 
@@ -430,3 +531,7 @@ def timed(fn, *args, repeats: int = 1):
     for _ in range(repeats):
         out = fn(*args)
     return out, (time.perf_counter() - t0) / repeats
+
+
+# the training entry point is imported on first use (see companion.checkpoints.lazy_exports)
+__getattr__ = lazy_exports(__name__, "train", ("load_or_train", "RECIPES"))
