@@ -1,82 +1,92 @@
 """The OCL checkers: the package's own answers pass, and each classic mistake is named."""
 
+import math
+from fractions import Fraction
+
 import torch
 import torch.nn.functional as F
 
 from companion.exercises import ocl as ex
-from companion.ocl import keep_count, ocl_loss
+from companion.ocl import nt_xent, ocl_loss
 
 
-def split_right(noise, r):
-    K = keep_count(noise.shape[1], r)
+def split_right(noise, r, n):
+    L = noise.shape[1]
+    K = math.floor(L * (1 - Fraction(repr(r)))) // n * n
     keep = noise.argsort(1)[:, :K]
-    return keep[:, : K // 2], keep[:, K // 2:]
+    return tuple(keep[:, j * K // n:(j + 1) * K // n] for j in range(n))
 
 
 def test_split_checker():
     assert ex.check_split(split_right).passed
 
-    def independent(noise, r):
-        n = int(noise.shape[1] * (1 - r)) // 2
-        other = torch.rand(noise.shape, generator=torch.Generator().manual_seed(0))
-        return noise.argsort(1)[:, :n], other.argsort(1)[:, :n]
+    def independent(noise, r, n):
+        K = len(split_right(noise, r, n)[0][0])
+        g = torch.Generator().manual_seed(0)
+        return tuple(torch.rand(noise.shape, generator=g).argsort(1)[:, :K] for _ in range(n))
 
-    assert "share tokens" in str(ex.check_split(independent))
+    assert "share a token" in str(ex.check_split(independent))
 
-    def odd(noise, r):
-        keep = noise.argsort(1)[:, : int(noise.shape[1] * (1 - r))]
-        half = keep.shape[1] // 2
-        return keep[:, :half], keep[:, half:]
+    def even(noise, r, n):  # the two-view rounding, reused for n views
+        L = noise.shape[1]
+        K = math.floor(L * (1 - Fraction(repr(r)))) // 2 * 2
+        keep = noise.argsort(1)[:, :K // n * n]
+        return tuple(keep[:, j * (K // n):(j + 1) * (K // n)] for j in range(n))
 
-    assert "odd count" in str(ex.check_split(odd))
+    assert "multiple of 3" in str(ex.check_split(even))
 
-    def masked_share(noise, r):
-        K = int(noise.shape[1] * r) // 2 * 2
+    def float_floor(noise, r, n):
+        K = int(noise.shape[1] * (1 - r)) // n * n
         keep = noise.argsort(1)[:, :K]
-        return keep[:, : K // 2], keep[:, K // 2:]
+        return tuple(keep[:, j * K // n:(j + 1) * K // n] for j in range(n))
 
-    assert "instead of 1 - r" in str(ex.check_split(masked_share))
+    assert "exact arithmetic" in str(ex.check_split(float_floor))
 
-    def swapped(noise, r):
-        a, b = split_right(noise, r)
-        return b, a
+    def reversed_views(noise, r, n):
+        return split_right(noise, r, n)[::-1]
 
-    assert "swapped" in str(ex.check_split(swapped))
+    assert "reverse order" in str(ex.check_split(reversed_views))
 
-    def largest(noise, r):
-        return split_right(-noise, r)
+    def largest(noise, r, n):
+        return split_right(-noise, r, n)
 
     assert "largest noise" in str(ex.check_split(largest))
+    assert "tuple of 2" in str(ex.check_split(lambda noise, r, n: noise))
+
+
+def tsp_nt_xent_right(a, b, kappa, tau):
+    z = F.normalize(torch.cat([a, b]), dim=1)
+    s = z @ z.T
+    logits = 0.5 * (1 + s) / (1 + kappa * (1 - s)) / tau
+    logits = logits.masked_fill(torch.eye(len(z), dtype=torch.bool), -math.inf)
+    B = len(a)
+    return F.cross_entropy(logits, torch.cat([torch.arange(B, 2 * B), torch.arange(B)]))
 
 
 def test_loss_checker():
-    assert ex.check_loss(lambda a, b, k, t: ocl_loss(a, b, k, t)).passed
+    assert ex.check_loss(tsp_nt_xent_right).passed
+    assert "other side only" in str(ex.check_loss(lambda a, b, k, t: ocl_loss(a, b, k, t)))
 
-    def one_way(a, b, k, t):
-        s = F.normalize(a, dim=1) @ F.normalize(b, dim=1).T
-        return F.cross_entropy(0.5 * (1 + s) / (1 + k * (1 - s)) / t, torch.arange(len(s)))
+    def with_self(a, b, kappa, tau):
+        z = F.normalize(torch.cat([a, b]), dim=1)
+        s = z @ z.T
+        B = len(a)
+        return F.cross_entropy(0.5 * (1 + s) / (1 + kappa * (1 - s)) / tau,
+                               torch.cat([torch.arange(B, 2 * B), torch.arange(B)]))
 
-    assert "symmetric" in str(ex.check_loss(one_way))
+    assert "mask the diagonal" in str(ex.check_loss(with_self))
+    assert "NT-Xent on the cosine" in str(ex.check_loss(lambda a, b, k, t: nt_xent(a, b, t)))
 
-    def plain(a, b, k, t):
-        s = F.normalize(a, dim=1) @ F.normalize(b, dim=1).T
-        labels = torch.arange(len(s))
-        return 0.5 * (F.cross_entropy(s / t, labels) + F.cross_entropy(s.T / t, labels))
+    assert "unit length" in str(ex.check_loss(_raw))
 
-    assert "plain InfoNCE" in str(ex.check_loss(plain))
 
-    def unnormalised(a, b, k, t):
-        s = a @ b.T
-        logits = 0.5 * (1 + s) / (1 + k * (1 - s)) / t
-        labels = torch.arange(len(s))
-        return 0.5 * (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels))
-
-    assert "normalise" in str(ex.check_loss(unnormalised))
-
-    def stub(a, b, k, t):
-        raise NotImplementedError()
-
-    assert ex.check_loss(stub).score == 0
+def _raw(a, b, kappa, tau):
+    z = torch.cat([a, b])
+    s = z @ z.T
+    logits = (0.5 * (1 + s) / (1 + kappa * (1 - s)) / tau).masked_fill(
+        torch.eye(len(z), dtype=torch.bool), -math.inf)
+    B = len(a)
+    return F.cross_entropy(logits, torch.cat([torch.arange(B, 2 * B), torch.arange(B)]))
 
 
 def test_flops_checker():

@@ -10,8 +10,9 @@ from companion.ocl.train import CHECKPOINTS, RECIPES, key, load_bank, train_bank
 
 torch.set_num_threads(1)
 
-TINY = dict(seed=0, pool_variants=1, pool_seed=0, batch=16, lr=1e-3, mask_ratio=0.75,
+TINY = dict(seed=0, pool_variants=1, pool_seed=0, batch=16, base_lr=1e-2, mask_ratio=0.75,
             budget_epochs=2, equal_epochs=("MAE",), sweep_ratios=(0.5,),
+            official_lr_runs=("OCL",), mae_norm_pix=True,
             model=dict(img_size=16, patch=2, dim=16, depth=1, heads=2, mlp_ratio=2.0))
 
 
@@ -19,7 +20,7 @@ def test_bank_trains_every_method_at_equal_flops(tmp_path):
     pool = torch.rand(48, 1, 16, 16, generator=torch.Generator().manual_seed(0))
     bank, record, _ = train_bank(TINY, pool)
     assert {"random", "ocl_b125", "ocl_b1000", "simclr_b1000", "simclr_noaug_b500",
-            "mae_b1000", "ocl_r50", "mae_epochs"} <= set(bank)
+            "mae_b1000", "ocl_r50", "mae_epochs", "ocl_official"} <= set(bank)
     budget = record["budget_flops"]
     for name, run in record["runs"].items():
         if name.endswith("epochs"):
@@ -27,6 +28,9 @@ def test_bank_trains_every_method_at_equal_flops(tmp_path):
         else:  # the largest whole number of steps inside the budget (at least one)
             assert run["steps"] * run["flops_per_step"] <= budget or run["steps"] == 1
             assert (run["steps"] + 1) * run["flops_per_step"] > budget
+    # the learning rates follow the official rule lr = base_lr * batch / 256
+    assert record["runs"]["ocl_b1000"]["lr"] == pytest.approx(1e-2 * 16 / 256)
+    assert record["runs"]["ocl_official"]["lr"] == pytest.approx(5e-5 * 16 / 256)
     # every run starts from the same encoder; training moved it
     assert not torch.equal(bank["ocl_b1000"].cls, bank["random"].cls)
     path = save_checkpoint(bank, tmp_path / "tiny.pt", {"recipe": TINY, **record})

@@ -1,7 +1,9 @@
 """Checkers for the exercises of the chapter *OCL: contrast two occluded halves of one image*.
 
-* :func:`check_split` -- exercise 1, the two views' token indices (label ``ocl-views``), 2 points;
-* :func:`check_loss` -- exercise 2, the tSP-InfoNCE loss (``ocl-tsp``, ``ocl-loss``), 2 points;
+* :func:`check_split` -- exercise 1, ``n`` disjoint views' token indices (label ``ocl-views``
+  generalised from two views), 2 points;
+* :func:`check_loss` -- exercise 2, the tSP similarity inside a 2B-way loss with every other view
+  as a negative (``ocl-tsp``, ``ocl-loss``), 2 points;
 * :func:`check_flops` -- exercise 3, the encoder's FLOPs on n tokens (``ocl-flops``), 2 points.
 
 Each compares the student's answer with :mod:`companion.ocl` on cases built to expose one
@@ -12,122 +14,139 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 
 import torch
 import torch.nn.functional as F
 
 from companion.exercises import Report, eq
-from companion.ocl import TinyViT, count_flops, keep_count, ocl_loss
+from companion.ocl import TinyViT, count_flops, ocl_loss
 
 __all__ = ["check_split", "check_loss", "check_flops"]
 
 
-def _index_pair(report: Report, got, what: str):
-    if got is None:
-        return None
-    if not (isinstance(got, tuple) and len(got) == 2
-            and all(isinstance(t, torch.Tensor) for t in got)):
-        report.check(False, f"{what}: expected a pair of index tensors (idx_a, idx_b), got "
-                            f"{type(got).__name__}")
-        return None
-    return got[0].long(), got[1].long()
+def _reference_views(noise: torch.Tensor, mask_ratio: float, n_views: int):
+    L = noise.shape[1]
+    K = math.floor(L * (1 - Fraction(repr(float(mask_ratio))))) // n_views * n_views
+    keep = noise.argsort(1)[:, :K]
+    return K, [keep[:, j * K // n_views:(j + 1) * K // n_views] for j in range(n_views)]
 
 
-def check_split(split_views: Callable) -> Report:
-    """Check ``split_views(noise, mask_ratio)`` -> ``(idx_a, idx_b)``, eq. (ocl-views)."""
-    report = Report("Exercise 1 (two occluded views)", points=2)
+def check_split(split_views_n: Callable) -> Report:
+    """Check ``split_views_n(noise, mask_ratio, n_views)`` -> ``n_views`` index tensors: the
+    survivors of one permutation, rounded down to a multiple of ``n_views`` and cut into
+    ``n_views`` disjoint consecutive parts (eq. ocl-views generalised from two views)."""
+    report = Report("Exercise 1 (n occluded views)", points=2)
     gen = torch.Generator().manual_seed(0)
-    cases = [("64 tokens, r = 0.75", torch.rand(4, 64, generator=gen), 0.75),
-             ("10 tokens, r = 0.5 (floor(5) = 5 survivors is odd)",
-              torch.rand(3, 10, generator=gen), 0.5),
-             ("196 tokens, r = 0.9 (the paper's ViT/16)", torch.rand(2, 196, generator=gen), 0.9)]
-    for what, noise, r in cases:
-        got = _index_pair(report, report.call(split_views, noise.clone(), r, what=what), what)
+    cases = [("64 tokens, r = 0.75, 2 views (the page's sampler)",
+              torch.rand(4, 64, generator=gen), 0.75, 2),
+             ("36 tokens, r = 0.75, 3 views (9 survivors, an odd count)",
+              torch.rand(3, 36, generator=gen), 0.75, 3),
+             ("196 tokens, r = 0.9, 4 views (19 survivors)",
+              torch.rand(2, 196, generator=gen), 0.9, 4),
+             ("100 tokens, r = 0.9, 5 views (exactly 10 survivors)",
+              torch.rand(2, 100, generator=gen), 0.9, 5)]
+    for what, noise, r, n in cases:
+        got = report.call(split_views_n, noise.clone(), r, n, what=what)
         if got is None:
             return report
-        ia, ib = got
+        if not (isinstance(got, (tuple, list)) and len(got) == n
+                and all(isinstance(t, torch.Tensor) for t in got)):
+            report.check(False, f"{what}: expected a tuple of {n} index tensors, got "
+                                f"{type(got).__name__} of length "
+                                f"{len(got) if hasattr(got, '__len__') else '?'}")
+            return report
+        views = [t.long() for t in got]
         B, L = noise.shape
-        K = keep_count(L, r)
-        keep = noise.argsort(1)[:, :K]
-        if ia.dim() != 2 or ia.shape != ib.shape or ia.shape != (B, K // 2):
+        K, want = _reference_views(noise, r, n)
+        shapes = {tuple(v.shape) for v in views}
+        if shapes != {(B, K // n)}:
+            sizes = sorted({v.shape[-1] if v.dim() == 2 else -1 for v in views})
             survivors = int(L * (1 - r))
-            if ia.shape[-1] + ib.shape[-1] == survivors and survivors % 2:
-                hint = (f" {survivors} tokens survive the mask, an odd count: round it down to "
-                        "an even K before halving it.")
-            elif ia.shape[-1] == int(L * r) // 2:
-                hint = " You kept the masked share r of the tokens instead of 1 - r."
+            if sizes == [survivors // n] and survivors != K and survivors // n * n != K:
+                hint = (f" int(L * (1 - r)) = {survivors} in floating point, but L (1 - r) is "
+                        f"exactly {math.floor(L * (1 - Fraction(repr(float(r)))))}: take the "
+                        "floor in exact arithmetic (fractions.Fraction).")
+            elif sizes == [(math.floor(L * (1 - Fraction(repr(float(r))))) // 2 * 2) // n]:
+                hint = (" You rounded the survivors down to an even count, as for two views; "
+                        f"with {n} views round down to a multiple of {n}.")
             else:
                 hint = ""
-            report.check(False, f"{what}: idx_a has shape {tuple(ia.shape)} and idx_b "
-                                f"{tuple(ib.shape)}; both should be [B, K/2] = [{B}, {K // 2}] "
-                                f"with K = 2 floor(floor(L (1 - r)) / 2) = {K}, "
-                                f"{eq('ocl-views')}." + hint)
+            report.check(False, f"{what}: the views have shapes {sorted(shapes)}; each should "
+                                f"be [B, K/n] = [{B}, {K // n}] with K = n floor(floor(L (1 - r)) "
+                                f"/ n) = {K} ({eq('ocl-views')}, with n views)." + hint)
             return report
-        overlap = any(len(set(ia[b].tolist()) & set(ib[b].tolist())) for b in range(B))
+        overlap = any(len(set(torch.cat([v[b] for v in views]).tolist())) < K for b in range(B))
         if overlap:
-            report.check(False, f"{what}: the two views share tokens. Draw one permutation "
-                                "per image and split its survivors in two, so that the views are "
-                                f"disjoint ({eq('ocl-views')}); two independent masks overlap.")
+            report.check(False, f"{what}: two views share a token. Cut the survivors of one "
+                                f"permutation per image into disjoint parts ({eq('ocl-views')}); "
+                                "independent masks overlap.")
             return report
-        if torch.equal(ia, keep[:, K // 2:]) and torch.equal(ib, keep[:, :K // 2]):
-            report.check(False, f"{what}: your views are swapped: view A is the first half of "
-                                f"the survivors, view B the second ({eq('ocl-views')}).")
+        if all(torch.equal(v, w) for v, w in zip(views, want[::-1])) and n > 1:
+            report.check(False, f"{what}: your views come in reverse order: view 1 is the first "
+                                "K/n survivors, view 2 the next K/n, and so on.")
             return report
-        if torch.equal(ia, noise.argsort(1, descending=True)[:, :K // 2]):
+        largest = _reference_views(-noise, r, n)[1]
+        if all(torch.equal(v, w) for v, w in zip(views, largest)):
             report.check(False, f"{what}: you keep the tokens with the largest noise; the "
                                 "survivors are the K smallest (argsort ascending).")
             return report
-        report.check(torch.equal(ia, keep[:, :K // 2]) and torch.equal(ib, keep[:, K // 2:]),
-                     f"{what}: the indices are not the first K entries of argsort(noise) "
-                     f"split in two halves ({eq('ocl-views')}); keep their order.")
+        report.check(all(torch.equal(v, w) for v, w in zip(views, want)),
+                     f"{what}: the indices are not the first K entries of argsort(noise) cut "
+                     f"into {n} consecutive parts ({eq('ocl-views')}); keep their order.")
         if report.problems:
             return report
     return report
 
 
-def check_loss(tsp_info_nce: Callable) -> Report:
-    """Check ``tsp_info_nce(z_a, z_b, kappa, tau)`` against eqs. (ocl-tsp) and (ocl-loss)."""
-    report = Report("Exercise 2 (the tSP-InfoNCE loss)", points=2)
+def _tsp_nt_xent(a: torch.Tensor, b: torch.Tensor, kappa: float, tau: float,
+                 normalise: bool = True, transform: bool = True, mask_self: bool = True):
+    z = torch.cat([a, b])
+    if normalise:
+        z = F.normalize(z, dim=1)
+    s = z @ z.T
+    logits = (0.5 * (1 + s) / (1 + kappa * (1 - s)) if transform else s) / tau
+    if mask_self:
+        logits = logits.masked_fill(torch.eye(len(z), dtype=torch.bool), -math.inf)
+    B = len(a)
+    labels = torch.cat([torch.arange(B, 2 * B), torch.arange(B)])
+    return float(F.cross_entropy(logits, labels))
+
+
+def check_loss(tsp_nt_xent: Callable) -> Report:
+    """Check ``tsp_nt_xent(z_a, z_b, kappa, tau)``: the tSP similarity of eq. (ocl-tsp) inside
+    SimCLR's 2B-way loss, where every view is contrasted with the other 2B - 1 views of the batch
+    (its partner is the positive), not only with the B views of the other side (eq. ocl-loss)."""
+    report = Report("Exercise 2 (tSP similarity with 2B - 2 negatives)", points=2)
     gen = torch.Generator().manual_seed(1)
     za, zb = torch.randn(16, 8, generator=gen).double(), torch.randn(16, 8, generator=gen).double()
-    zb[:4] = za[:4] + 0.1 * zb[:4]  # a few easy positives, so the two directions differ
+    zb[:4] = za[:4] + 0.1 * zb[:4]  # a few easy positives
     cases = [("kappa = 1/64, tau = 0.07", za, zb, 1 / 64, 0.07),
-             ("kappa = 0, tau = 0.1", za, zb, 0.0, 0.1),
+             ("kappa = 0, tau = 0.5", za, zb, 0.0, 0.5),
              ("kappa = 1, tau = 0.2, unnormalised inputs (x 5)", 5 * za, zb, 1.0, 0.2)]
     for what, a, b, kappa, tau in cases:
-        got = report.call_number(tsp_info_nce, a.clone(), b.clone(), kappa, tau, what=what)
+        got = report.call_number(tsp_nt_xent, a.clone(), b.clone(), kappa, tau, what=what)
         if got is None:
             return report
-        want = float(ocl_loss(a, b, kappa, tau))
+        want = _tsp_nt_xent(a, b, kappa, tau)
         if math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-8):
             report.check(True, "")
             continue
-        s = F.normalize(a, dim=1) @ F.normalize(b, dim=1).T
-        psi = 0.5 * (1 + s) / (1 + kappa * (1 - s))
-        labels = torch.arange(len(s))
-        one_way = float(F.cross_entropy(psi / tau, labels))
-        raw = a @ b.T
-        raw_psi = 0.5 * (1 + raw) / (1 + kappa * (1 - raw))
-        unnormed = 0.5 * float(F.cross_entropy(raw_psi / tau, labels)
-                               + F.cross_entropy(raw_psi.T / tau, labels))
-        plain = 0.5 * float(F.cross_entropy(s / tau, labels) + F.cross_entropy(s.T / tau, labels))
-        no_half = 0.5 * float(F.cross_entropy(2 * psi / tau, labels)
-                              + F.cross_entropy(2 * psi.T / tau, labels))
-        if math.isclose(got, one_way, rel_tol=1e-6):
-            msg = (f"{what}: you average only the rows (view A against every view B). The loss "
-                   f"of {eq('ocl-loss')} is symmetric: add the cross-entropy of the transposed "
-                   "logits (view B against every view A) and halve the sum.")
-        elif math.isclose(got, unnormed, rel_tol=1e-6):
-            msg = (f"{what}: normalise z_a and z_b to unit length first; s in {eq('ocl-tsp')} "
-                   "is a cosine in [-1, 1], and psi is only defined there.")
-        elif math.isclose(got, plain, rel_tol=1e-6):
-            msg = (f"{what}: this is plain InfoNCE on the cosine at temperature tau. Apply the "
-                   f"similarity transform psi of {eq('ocl-tsp')} before dividing by tau.")
-        elif math.isclose(got, no_half, rel_tol=1e-6):
-            msg = (f"{what}: psi has a factor 1/2: psi(1) = 1 and psi(-1) = 0, "
-                   f"{eq('ocl-tsp')}. Without it the temperature is halved.")
+        if math.isclose(got, float(ocl_loss(a, b, kappa, tau)), rel_tol=1e-6):
+            msg = (f"{what}: this is the page's loss {eq('ocl-loss')}, whose negatives are the B "
+                   "views of the other side only. Put all 2B views in one matrix, so that the "
+                   "other views of the same side are negatives too.")
+        elif math.isclose(got, _tsp_nt_xent(a, b, kappa, tau, mask_self=False), rel_tol=1e-6):
+            msg = (f"{what}: each view is compared with itself, a similarity of 1 that is "
+                   "neither its positive nor a negative: mask the diagonal with -inf.")
+        elif math.isclose(got, _tsp_nt_xent(a, b, kappa, tau, normalise=False), rel_tol=1e-6):
+            msg = (f"{what}: normalise the vectors to unit length first; psi of "
+                   f"{eq('ocl-tsp')} takes a cosine in [-1, 1].")
+        elif math.isclose(got, _tsp_nt_xent(a, b, kappa, tau, transform=False), rel_tol=1e-6):
+            msg = (f"{what}: this is SimCLR's NT-Xent on the cosine. Apply psi of "
+                   f"{eq('ocl-tsp')} to the cosines before dividing by tau.")
         else:
-            msg = f"{what}: got {got:.6f}, expected {want:.6f} ({eq('ocl-loss')})."
+            msg = f"{what}: got {got:.6f}, expected {want:.6f}."
         report.check(False, msg)
         return report
     return report

@@ -19,7 +19,7 @@ from companion.validation import as_positive_int
 
 from .methods import _Method
 
-__all__ = ["History", "train_for_flops", "steps_for_flops"]
+__all__ = ["History", "train_for_flops", "steps_for_flops", "scaled_lr", "time_steps"]
 
 
 @dataclass
@@ -41,6 +41,38 @@ def steps_for_flops(flops_budget: int, flops_per_step: int) -> int:
     """floor(F / F_step), at least one step."""
     flops_budget = as_positive_int(int(flops_budget), "flops_budget")
     return max(1, flops_budget // as_positive_int(int(flops_per_step), "flops_per_step"))
+
+
+def scaled_lr(base_lr: float, batch: int) -> float:
+    """The linear scaling rule of the official code: ``lr = base_lr * batch / 256``."""
+    batch = as_positive_int(batch, "batch")
+    if isinstance(base_lr, bool) or not isinstance(base_lr, (int, float)) \
+            or not math.isfinite(base_lr) or base_lr <= 0:
+        raise ValueError(f"base_lr: expected a finite number > 0, got {base_lr!r}")
+    return float(base_lr) * batch / 256
+
+
+def time_steps(methods: dict, x: torch.Tensor, rounds: int = 20, warmup: int = 3) -> dict:
+    """Seconds of one training step (forward and backward) of every method on the batch ``x``.
+
+    The methods are timed in interleaved rounds (one step of each per round, in a fixed order),
+    so that a change in the machine's load falls on all of them alike; the first ``warmup``
+    rounds are discarded. Returns ``{name: [seconds per round]}``.
+    """
+    if not isinstance(methods, dict) or not methods:
+        raise ValueError(f"methods: expected a non-empty dict name -> method, got {methods!r}")
+    rounds, warmup = as_positive_int(rounds, "rounds"), as_positive_int(warmup, "warmup", minimum=0)
+    out = {name: [] for name in methods}
+    for r in range(warmup + rounds):
+        for name, method in methods.items():
+            start = time.perf_counter()
+            method.loss(x, torch.Generator().manual_seed(r)).backward()
+            if x.is_cuda:
+                torch.cuda.synchronize()
+            if r >= warmup:
+                out[name].append(time.perf_counter() - start)
+            method.zero_grad(set_to_none=True)
+    return out
 
 
 def _lr(step: int, steps: int, lr: float) -> float:

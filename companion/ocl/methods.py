@@ -17,8 +17,24 @@ from companion.validation import as_positive_int
 from .losses import mae_loss, nt_xent, ocl_loss
 from .vit import Block, TinyViT, check_images, sincos_pos_embed_2d
 
-__all__ = ["occlusion_views", "keep_count", "augment", "count_flops", "OCL", "SimCLR", "MAE",
+__all__ = ["occlusion_views", "keep_count", "visible_count", "augment", "count_flops", "OCL", "SimCLR", "MAE",
            "build_method", "METHODS"]
+
+
+def _check_ratio(mask_ratio) -> Fraction:
+    if isinstance(mask_ratio, bool) or not isinstance(mask_ratio, (int, float)) \
+            or not 0 <= mask_ratio < 1:
+        raise ValueError(f"mask_ratio: expected a number in [0, 1), got {mask_ratio!r}")
+    return Fraction(repr(float(mask_ratio)))
+
+
+def visible_count(L: int, mask_ratio: float) -> int:
+    """floor(L (1 - r)) in exact arithmetic: the tokens MAE's encoder sees (at least one)."""
+    L = as_positive_int(L, "L")
+    n = math.floor(L * (1 - _check_ratio(mask_ratio)))
+    if n < 1:
+        raise ValueError(f"mask_ratio: {mask_ratio} leaves no visible token of {L}")
+    return n
 
 
 def keep_count(L: int, mask_ratio: float) -> int:
@@ -28,10 +44,7 @@ def keep_count(L: int, mask_ratio: float) -> int:
     on the binary float ``L * (1 - r)``, which can fall just below an integer (at L = 100,
     r = 0.9 it is 9.999..., and a float floor would keep 8 tokens instead of 10)."""
     L = as_positive_int(L, "L")
-    if isinstance(mask_ratio, bool) or not isinstance(mask_ratio, (int, float)) \
-            or not 0 <= mask_ratio < 1:
-        raise ValueError(f"mask_ratio: expected a number in [0, 1), got {mask_ratio!r}")
-    K = math.floor(L * (1 - Fraction(repr(float(mask_ratio))))) // 2 * 2
+    K = math.floor(L * (1 - _check_ratio(mask_ratio))) // 2 * 2
     if K < 2:
         raise ValueError(f"mask_ratio: {mask_ratio} keeps {K} of {L} tokens; two views need >= 2")
     return K
@@ -169,9 +182,7 @@ class MAE(_Method):
                  dec_depth: int = 2, dec_heads: int = 4, norm_pix: bool = False):
         super().__init__(vit)
         self.mask_ratio, self.norm_pix = mask_ratio, norm_pix
-        self.n_visible = int(vit.num_patches * (1 - mask_ratio))
-        if self.n_visible < 1:
-            raise ValueError(f"mask_ratio: {mask_ratio} leaves no visible token")
+        self.n_visible = visible_count(vit.num_patches, mask_ratio)
         self.embed = nn.Linear(vit.dim, dec_dim)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, dec_dim))
         self.register_buffer("dec_pos", sincos_pos_embed_2d(dec_dim, vit.grid), persistent=False)
@@ -207,12 +218,14 @@ class MAE(_Method):
 METHODS = ("OCL", "SimCLR", "SimCLR, no aug.", "MAE")
 
 
-def build_method(name: str, vit: TinyViT, mask_ratio: float = 0.75) -> _Method:
-    """The method ``name`` (one of :data:`METHODS`) on ``vit``, with the chapter's defaults."""
+def build_method(name: str, vit: TinyViT, mask_ratio: float = 0.75,
+                 norm_pix: bool = True) -> _Method:
+    """The method ``name`` (one of :data:`METHODS`) on ``vit``, with the chapter's defaults
+    (``norm_pix``: MAE's per-patch normalised targets, the official setting)."""
     if name == "OCL":
         return OCL(vit, mask_ratio)
     if name in ("SimCLR", "SimCLR, no aug."):
         return SimCLR(vit, aug=name == "SimCLR")
     if name == "MAE":
-        return MAE(vit, mask_ratio)
+        return MAE(vit, mask_ratio, norm_pix=bool(norm_pix))
     raise ValueError(f"name: expected one of {METHODS}, got {name!r}")

@@ -3,8 +3,10 @@ shipped checkpoint of all the encoders.
 
 The budget F is ``budget_epochs`` epochs of OCL over the pool. Every method trains for
 floor(F / F_step) steps from the same initial encoder, with snapshots of the encoder at 1/8,
-1/4, 1/2 and all of the budget; OCL is also trained at other mask ratios (whole budget), and
-at full scale SimCLR and MAE are also trained for as many epochs as OCL (their own schedule). The bank of encoders is one ``state_dict``::
+1/4, 1/2 and all of the budget; OCL is also trained at other mask ratios and at its official base
+learning rate (whole budget), and at full scale SimCLR and MAE are also trained for as many
+epochs as OCL (their own schedule). Every learning rate follows the official linear rule
+``lr = base_lr * batch / 256``. The bank of encoders is one ``state_dict``::
 
     python -m companion.ocl.train --scale quick   # writes companion/ocl/checkpoints/quick.pt/.json
 
@@ -29,23 +31,38 @@ from companion.checkpoints import (
     training_parser,
 )
 
-from .budget import steps_for_flops, train_for_flops
+from .budget import scaled_lr, steps_for_flops, train_for_flops
 from .glyphs import TRAIN_FONTS, render_glyphs
 from .methods import METHODS, OCL, build_method
 from .vit import TinyViT
 
-__all__ = ["RECIPES", "CHECKPOINTS", "FRACTIONS", "key", "train_bank", "load_bank", "pool_of"]
+__all__ = ["RECIPES", "OFFICIAL", "official_base_lr", "CHECKPOINTS", "FRACTIONS", "key",
+           "train_bank", "load_bank", "pool_of"]
 
 CHECKPOINTS = Path(__file__).parent / "checkpoints"
 FRACTIONS = (0.125, 0.25, 0.5, 1.0)  # snapshots, as fractions of the FLOP budget
+OFFICIAL = dict(base_lr=5e-5, warmup=0.05, weight_decay=0.05, betas=(0.9, 0.95), mask_ratio=0.9,
+                batch=7200, mae_base_lr=1.5e-4, mae_mask_ratio=0.75, mae_norm_pix=True)
+"""The official recipe (AnonymGiant/OCL ``main_pretrain.py``: blr 5e-5, 10 warm-up epochs of 200,
+weight decay 0.05, mask ratio 0.9, 1800 images on each of 4 GPUs; MAE's ``PRETRAIN.md``: blr
+1.5e-4, 40 of 800 warm-up epochs, mask ratio 0.75, normalised pixel targets)."""
+BASE_LR = 2e-3  # ours: lr = 2e-3 * 128 / 256 = 1e-3 at batch 128 (the official 5e-5 gives 2.5e-5)
 RECIPES = {
-    "quick": dict(seed=0, pool_variants=4, pool_seed=0, batch=128, lr=3e-3, mask_ratio=0.75,
-                  budget_epochs=30, equal_epochs=(), sweep_ratios=(0.5, 0.9),
-                  model=dict(img_size=16, patch=2, dim=48, depth=3, heads=3, mlp_ratio=2.0)),
-    "full": dict(seed=0, pool_variants=40, pool_seed=0, batch=256, lr=3e-3, mask_ratio=0.75,
-                 budget_epochs=100, equal_epochs=("SimCLR", "MAE"), sweep_ratios=(0.5, 0.9),
-                 model=dict(img_size=16, patch=2, dim=96, depth=6, heads=6, mlp_ratio=2.0)),
+    "quick": dict(seed=0, pool_variants=4, pool_seed=0, batch=128, base_lr=BASE_LR,
+                  mask_ratio=0.75, budget_epochs=20, equal_epochs=(), sweep_ratios=(0.9,),
+                  official_lr_runs=("OCL",), mae_norm_pix=True,
+                  model=dict(img_size=32, patch=4, dim=48, depth=3, heads=3, mlp_ratio=2.0)),
+    "full": dict(seed=0, pool_variants=40, pool_seed=0, batch=256, base_lr=BASE_LR,
+                 mask_ratio=0.75, budget_epochs=100, equal_epochs=("SimCLR", "MAE"),
+                 sweep_ratios=(0.5, 0.9), official_lr_runs=("OCL", "MAE"), mae_norm_pix=True,
+                 model=dict(img_size=32, patch=4, dim=96, depth=6, heads=6, mlp_ratio=2.0)),
 }
+
+
+def official_base_lr(method: str) -> float:
+    """The official base learning rate of ``method`` (OCL's for OCL and both SimCLRs, MAE's for
+    MAE), before the rule ``lr = base_lr * batch / 256``."""
+    return OFFICIAL["mae_base_lr"] if method == "MAE" else OFFICIAL["base_lr"]
 
 
 def key(method: str, point: str) -> str:
@@ -61,7 +78,7 @@ def key(method: str, point: str) -> str:
 def pool_of(recipe: dict, device=None) -> torch.Tensor:
     """The unlabeled pre-training pool of a recipe: every character in the training fonts."""
     x, _, _ = render_glyphs(fonts=TRAIN_FONTS, n_variants=recipe["pool_variants"],
-                            seed=recipe["pool_seed"])
+                            seed=recipe["pool_seed"], size=recipe["model"]["img_size"])
     return x.to(device) if device is not None else x
 
 
@@ -69,6 +86,7 @@ def _names(recipe: dict) -> list[str]:
     points = [f"b{round(1000 * f)}" for f in FRACTIONS]
     names = ["random"] + [key(m, p) for m in METHODS for p in points]
     names += [key("OCL", f"r{round(100 * r)}") for r in recipe["sweep_ratios"]]
+    names += [key(m, "official") for m in recipe["official_lr_runs"]]
     return names + [key(m, "epochs") for m in recipe["equal_epochs"]]
 
 
@@ -92,12 +110,14 @@ def train_bank(recipe: dict, pool: torch.Tensor, progress=None):
     runs, start = {}, time.perf_counter()
     jobs = [(m, recipe["mask_ratio"], "budget") for m in METHODS]
     jobs += [("OCL", r, f"r{round(100 * r)}") for r in recipe["sweep_ratios"]]
+    jobs += [(m, recipe["mask_ratio"], "official") for m in recipe["official_lr_runs"]]
     jobs += [(m, recipe["mask_ratio"], "epochs") for m in recipe["equal_epochs"]]
     for method_name, ratio, kind in jobs:
         vit = TinyViT(**recipe["model"]).to(pool.device)
         vit.load_state_dict(init.state_dict())
         torch.manual_seed(recipe["seed"])  # the same heads and decoders for every run
-        method = build_method(method_name, vit, ratio).to(pool.device)
+        method = build_method(method_name, vit, ratio,
+                              norm_pix=recipe["mae_norm_pix"]).to(pool.device)
         f_step = method.flops_per_step(recipe["batch"])
         if kind == "budget":
             steps = steps_for_flops(budget, f_step)
@@ -108,12 +128,15 @@ def train_bank(recipe: dict, pool: torch.Tensor, progress=None):
         else:
             steps = steps_for_flops(budget, f_step)
             marks = {steps: kind}
-        hist = train_for_flops(method, pool, steps, batch=recipe["batch"], lr=recipe["lr"],
+        base_lr = official_base_lr(method_name) if kind == "official" else recipe["base_lr"]
+        hist = train_for_flops(method, pool, steps, batch=recipe["batch"],
+                               lr=scaled_lr(base_lr, recipe["batch"]),
                                seed=recipe["seed"], snapshot_steps=marks, progress=progress)
         for step, point in marks.items():
             bank[key(method_name, point)].load_state_dict(hist.snapshots[step * f_step])
         runs[key(method_name, kind if kind != "budget" else "b1000")] = dict(
             steps=steps, flops_per_step=f_step, seconds=round(hist.seconds, 1),
+            lr=scaled_lr(base_lr, recipe["batch"]),
             snapshot_steps={p: s for s, p in marks.items()},
             loss_every_step=[round(v, 4) for v in hist.loss])
     return bank.cpu().eval(), dict(budget_flops=budget, per_epoch=per_epoch, runs=runs), \

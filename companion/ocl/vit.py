@@ -14,7 +14,8 @@ __all__ = ["TinyViT", "Block", "sincos_pos_embed_2d", "check_images"]
 
 
 def check_images(x, name: str = "x", patch: int | None = None) -> torch.Tensor:
-    """``x`` as a finite float tensor ``[B, 1, H, W]`` (H, W divisible by ``patch``), or raise."""
+    """``x`` as a finite float tensor ``[B, 1, H, W]`` of pixels in [0, 1] (H, W divisible by
+    ``patch``), or raise."""
     if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[1] != 1:
         shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"{name}: expected [B,1,H,W] images, got {shape}")
@@ -22,6 +23,9 @@ def check_images(x, name: str = "x", patch: int | None = None) -> torch.Tensor:
         raise ValueError(f"{name}: expected at least one image, got an empty batch")
     if not torch.isfinite(x).all():
         raise ValueError(f"{name}: images must be finite, got NaN or inf")
+    low, high = float(x.min()), float(x.max())
+    if low < 0 or high > 1:
+        raise ValueError(f"{name}: expected pixels in [0, 1], got values in [{low:.3g}, {high:.3g}]")
     if patch is not None and (x.shape[2] % patch or x.shape[3] % patch):
         raise ValueError(f"{name}: H and W must be divisible by the patch size {patch}, "
                          f"got {tuple(x.shape[2:])}")
@@ -121,6 +125,8 @@ class TinyViT(nn.Module):
         """CLS + ``tokens`` ``[B', n, D]`` through the blocks: ``[B', n+1, D]``."""
         if tokens.dim() != 3 or tokens.shape[-1] != self.dim or tokens.shape[1] == 0:
             raise ValueError(f"tokens: expected [B', n>=1, {self.dim}], got {tuple(tokens.shape)}")
+        if not bool(torch.isfinite(tokens).all()):
+            raise ValueError("tokens: must be finite, got NaN or inf")
         cls = self.cls.expand(tokens.shape[0], -1, -1)  # position slot 0 of the sin-cos table is 0
         h = torch.cat([cls, tokens], dim=1)
         for block in self.blocks:
