@@ -187,3 +187,127 @@ SPECIES_RANGE_BAD_INPUTS = [
 def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
     with pytest.raises(ValueError, match=name):
         fn(**kwargs)
+
+
+# --- issue 39: the real land mask, the official optimiser, the new baselines ----------------------
+
+def test_real_land_mask_knows_the_continents():
+    pts = np.array([[2.35, 48.86], [-30.0, 0.0], [-100.0, 40.0], [160.0, -30.0], [0.0, -80.0]])
+    assert sr.real_land(pts).tolist() == [True, False, True, False, False]  # Antarctica left out
+
+
+def test_globe_lies_on_real_land_with_four_covariates_and_coastal_towns():
+    g = sr.make_globe(1500, 12, 3, seed=3)
+    assert not (g.ranges & ~sr.real_land(g.cells_ll)).any() and g.ranges.any(1).all()
+    assert g.cov.shape == (1500, len(sr.COV_NAMES)) == (1500, 4)
+    assert np.allclose(g.cov[g.land].mean(0), 0, atol=1e-9)
+    assert sr.real_land(g.towns).all()
+    # towns sit closer to the sea than land cells do on average (effort biased to coasts)
+    town_cells = [int(np.argmin(np.abs(g.cells_ll - t).sum(1))) for t in g.towns]
+    assert g.coast_km[town_cells].mean() < g.coast_km[g.land].mean()
+
+
+def test_schedule_warms_up_then_decays_per_official_epoch():
+    opt = torch.optim.Adam([torch.zeros(1, requires_grad=True)], lr=1.0)
+    sched = sr._schedule(opt, steps=100, warmup=10, decay=0.5, decay_epochs=4)
+    lrs = []
+    for _ in range(100):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert lrs[24] == pytest.approx(1.0) and lrs[25] == pytest.approx(0.5) and lrs[99] == pytest.approx(0.125)
+
+
+def test_training_paths_run_keep_the_loss_and_the_snapshots():
+    g = sr.make_globe(600, 12, 3, seed=4)
+    sinr = sr.train_sinr(g, width=16, depth=1, steps=6, batch=32, warmup=2)
+    assert len(sinr.history["loss"]) == 6 and np.isfinite(sinr.history["loss"]).all()
+    fs = sr.train_fssinr(g, sinr, steps=5, batch=8, warmup=2, snapshots={3}, n_layers=1, ffn=16)
+    assert len(fs.history["loss"]) == 5 and list(fs.history["snapshots"]) == [3]
+    assert not fs.training
+    # FS-SINR starts from SINR's location encoder
+    fresh = sr.train_fssinr(g, sinr, steps=1, batch=8, warmup=1, lr=1e-12, n_layers=1, ffn=16)
+    for a, b in zip(fresh.enc.state_dict().values(), sinr.enc.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_episodes_exclude_the_target_and_give_singletons_no_context():
+    counts, starts = np.array([1, 5]), np.array([0, 1])
+    rng = np.random.default_rng(0)
+    ctx, mask = sr._episodes(counts, starts, [(0, 0), (3, 1)], 20, True, rng)
+    assert mask[0].all()  # a species seen once: empty context, as the official loader
+    used = ctx[1][~mask[1]].tolist()
+    assert sorted(used) == [1, 2, 4, 5] and 3 not in used
+
+
+def test_fssinr_scores_with_no_context_gives_one_map_for_all_species():
+    torch.manual_seed(0)
+    model = sr.FSSINR(sr.LocationEncoder(16, 1)).eval()
+    cells = sr.fibonacci_sphere(50)
+    p = sr.fssinr_scores(model, np.zeros((3, 0, 2)), cells)
+    assert p.shape == (3, 50) and torch.allclose(p[0], p[2])
+
+
+def test_covariate_features_prior_and_trend():
+    cov = np.random.default_rng(0).normal(size=(40, 4))
+    f = sr.covariate_features(cov)
+    assert f.shape == (40, 8) and np.allclose(f.mean(0), 0) and np.allclose(f.std(0), 1)
+    assert np.allclose(f[:, 4] * (cov[:, 0] ** 2).std() + (cov[:, 0] ** 2).mean(), cov[:, 0] ** 2)
+    ranges = np.array([[True, False, True], [True, False, False]])
+    assert sr.prior_scores(ranges).tolist() == [1.0, 0.0, 0.5]
+    ks = [1, 2, 4, 8]
+    aps = np.array([[0.1, 0.2], [0.2, 0.2], [0.3, 0.2], [0.4, 0.2]])  # +0.1 and 0 per doubling
+    slope, lo, hi = sr.trend_per_doubling(ks, aps)
+    assert slope == pytest.approx(np.polyfit(np.log2(ks), aps.mean(1), 1)[0]) == pytest.approx(0.05)
+    assert lo <= slope <= hi and lo >= 0.0 - 1e-12
+
+
+def test_shipped_checkpoint_loads_into_the_current_code():
+    from companion.species_range import train as T
+
+    path = T.CHECKPOINTS / "fssinr-quick.pt"
+    if not path.exists():
+        pytest.skip("no shipped checkpoint")
+    bundle, meta = sr.load_or_train("quick")
+    assert meta["recipe"] == T.RECIPES["quick"]
+    assert sorted(int(k) for k in bundle.snaps) == sorted(meta["recipe"]["snapshots"])
+    assert bundle.sinr.table.weight.shape == (meta["recipe"]["globe"]["n_train"], meta["recipe"]["sinr"]["width"])
+
+
+_G = None
+
+
+def _globe():
+    global _G
+    if _G is None:
+        _G = sr.make_globe(600, 6, 2, seed=5)
+    return _G
+
+
+ISSUE_39_BAD_INPUTS = [
+    (lambda **kw: sr.make_globe(**kw), dict(n_cells=2000.5), "n_cells"),
+    (lambda **kw: sr.make_globe(**kw), dict(n_train=1), "n_train"),
+    (lambda **kw: sr.make_globe(**kw), dict(jitter_km=float("nan")), "jitter_km"),
+    (lambda **kw: sr.train_sinr(_globe(), **kw), dict(steps=2.5), "steps"),
+    (lambda **kw: sr.train_sinr(_globe(), **kw), dict(lr=float("nan")), "lr"),
+    (lambda **kw: sr.train_sinr(_globe(), **kw), dict(decay=1.5), "decay"),
+    (lambda **kw: sr.train_sinr(_globe(), **kw), dict(pos_weight=float("nan")), "pos_weight"),
+    (lambda **kw: sr.train_sinr(_globe(), **kw), dict(warmup=0), "warmup"),
+    (lambda **kw: sr.covariate_features(**kw), dict(cov=np.full((5, 4), np.nan)), "cov"),
+    (lambda **kw: sr.covariate_features(**kw), dict(cov=np.zeros(5)), "cov"),
+    (lambda **kw: sr.prior_scores(**kw), dict(ranges=np.zeros((2, 3))), "ranges"),
+    (lambda **kw: sr.prior_scores(**kw), dict(ranges=np.zeros((0, 3), bool)), "ranges"),
+    (lambda **kw: sr.trend_per_doubling(aps=np.zeros((3, 4)), **kw), dict(ks=[1, 2, 2]), "ks"),
+    (lambda **kw: sr.trend_per_doubling(aps=np.zeros((3, 4)), **kw), dict(ks=[0, 1, 2]), "ks"),
+    (lambda **kw: sr.trend_per_doubling(ks=[1, 2, 4], **kw), dict(aps=np.zeros((2, 4))), "aps"),
+    (lambda **kw: sr.trend_per_doubling(ks=[1, 2, 4], **kw), dict(aps=np.full((3, 4), np.nan)), "aps"),
+    (lambda **kw: sr.fit_sinr_lr(np.zeros((2, 3)), **kw), dict(feat_bg=np.zeros((0, 3))), "feat_bg"),
+    (lambda **kw: sr.kde_scores(np.zeros((1, 2)), np.zeros((3, 2)), **kw), dict(bw_km=float("inf")), "bw_km"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", ISSUE_39_BAD_INPUTS)
+def test_issue_39_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)

@@ -26,7 +26,8 @@ from companion.validation import as_float_array, as_positive_int
 __all__ = ["EARTH_KM", "fibonacci_sphere", "lonlat_to_unit", "sincos_encode", "SyntheticGlobe",
            "make_globe", "LocationEncoder", "SINR", "FSSINR", "an_full_loss", "sample_background",
            "train_sinr", "train_fssinr", "sample_contexts", "fssinr_scores", "fit_sinr_lr",
-           "kde_scores", "average_precision", "timed"]
+           "kde_scores", "covariate_features", "prior_scores", "trend_per_doubling",
+           "average_precision", "timed", "real_land", "COV_NAMES"]
 
 EARTH_KM = 6371.0
 
@@ -502,6 +503,44 @@ def kde_scores(ctx_ll, cells_ll, bw_km: float) -> torch.Tensor:
     kappa = (EARTH_KM / bw_km) ** 2
     u_ctx, u_cell = lonlat_to_unit(ctx_ll), lonlat_to_unit(cells_ll)
     return torch.exp(kappa * (u_ctx @ u_cell.T - 1)).sum(-2)
+
+
+def covariate_features(cov) -> np.ndarray:
+    """Eq. (fssinr-cov): ``[c, c^2]`` of the covariates ``cov [M, C]``, columns standardised, ``[M, 2C]``."""
+    cov = as_float_array(cov, "cov")
+    if cov.ndim != 2 or len(cov) < 2:
+        raise ValueError(f"cov: expected an [M >= 2, C] array of covariates, got shape {cov.shape}")
+    f = np.concatenate([cov, cov**2], 1)
+    sd = f.std(0)
+    return (f - f.mean(0)) / np.where(sd > 0, sd, 1.0)
+
+
+def prior_scores(ranges) -> np.ndarray:
+    """The context-free prior: the fraction of the given (training) species whose range holds
+    each cell, ``ranges [S, M]`` boolean -> ``[M]``."""
+    r = np.asarray(ranges)
+    if r.ndim != 2 or not r.size or r.dtype != bool:
+        raise ValueError(f"ranges: expected a non-empty boolean [S, M] array, got {r.dtype} {r.shape}")
+    return r.mean(0)
+
+
+def trend_per_doubling(ks, aps, n_boot: int = 2000, seed: int = 0):
+    """Slope of AP against ``log2 k`` (least squares per species, averaged over species) and its
+    95% bootstrap interval over species: ``(slope, low, high)``. ``ks [K]`` positive context
+    sizes, ``aps [K, S]`` the AP of each species at each ``k``."""
+    ks = as_float_array(ks, "ks", low=0, low_open=True)
+    aps = as_float_array(aps, "aps", low=0, high=1)
+    if ks.ndim != 1 or len(ks) < 3 or len(np.unique(ks)) != len(ks):
+        raise ValueError(f"ks: expected at least 3 distinct context sizes, got {ks}")
+    if aps.ndim != 2 or aps.shape[0] != len(ks) or aps.shape[1] < 2:
+        raise ValueError(f"aps: expected shape [{len(ks)}, S >= 2], got {aps.shape}")
+    n_boot = as_positive_int(n_boot, "n_boot")
+    x = np.log2(ks) - np.log2(ks).mean()
+    per_species = x @ (aps - aps.mean(0)) / (x @ x)
+    rng = np.random.default_rng(seed)
+    boot = per_species[rng.integers(len(per_species), size=(n_boot, len(per_species)))].mean(1)
+    low, high = np.quantile(boot, [0.025, 0.975])
+    return float(per_species.mean()), float(low), float(high)
 
 
 def average_precision(y_true, scores) -> float:
