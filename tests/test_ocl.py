@@ -351,3 +351,68 @@ OCL_BAD_INPUTS = [
 def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
     with pytest.raises(ValueError, match=name):
         fn(**kwargs)
+
+
+# --- issue 37: pixels outside [0, 1] and NaN tokens refused; MAE's exact count; lr rule; timing ---
+
+@pytest.mark.parametrize("fn", [
+    lambda x: TinyViT(img_size=8, patch=2, dim=8, depth=1, heads=2).tokens(x),
+    lambda x: augment(x),
+    lambda x: OCL(_vit()).loss(x),
+    lambda x: SimCLR(_vit()).loss(x),
+    lambda x: MAE(_vit()).loss(x),
+])
+@pytest.mark.parametrize("shift", [-0.5, 1.0])
+def test_pixels_outside_the_unit_interval_are_refused(fn, shift):
+    x = torch.rand(2, 1, 8, 8, generator=torch.Generator().manual_seed(0)) + shift
+    with pytest.raises(ValueError, match=r"x: expected pixels in \[0, 1\]"):
+        fn(x)
+    fn(x.clamp(0, 1))  # the same images inside the range pass
+
+
+def test_encoder_refuses_nan_tokens():
+    vit = _vit()
+    t = vit.tokens(torch.rand(2, 1, 8, 8))
+    vit.encode(t)
+    t[0, 3, 1] = float("nan")
+    with pytest.raises(ValueError, match="tokens: must be finite"):
+        vit.encode(t)
+    with pytest.raises(ValueError, match="tokens"):
+        vit.encode(torch.full((2, 4, 8), float("inf")))
+
+
+def test_mae_visible_count_is_exact():
+    from companion.ocl import visible_count
+    assert visible_count(100, 0.9) == 10  # int(100 * (1 - 0.9)) is 9 in floating point
+    assert visible_count(64, 0.75) == 16
+    torch.manual_seed(0)
+    mae = MAE(TinyViT(img_size=20, patch=2, dim=8, depth=1, heads=2), 0.9)
+    assert mae.n_visible == 10
+    with pytest.raises(ValueError, match="mask_ratio"):
+        visible_count(4, 0.8)  # floor(0.8) = 0 visible tokens
+    with pytest.raises(ValueError, match="L"):
+        visible_count(2.5, 0.5)
+
+
+def test_learning_rate_follows_the_official_rule():
+    from companion.ocl import scaled_lr
+    assert scaled_lr(5e-5, 7200) == pytest.approx(1.40625e-3)  # the official 1800 x 4 GPUs
+    assert scaled_lr(2e-3, 128) == pytest.approx(1e-3)
+    for bad, name in [(dict(base_lr=0.0, batch=8), "base_lr"), (dict(base_lr=float("nan"), batch=8),
+                      "base_lr"), (dict(base_lr=1e-3, batch=0), "batch"),
+                      (dict(base_lr=1e-3, batch=2.5), "batch")]:
+        with pytest.raises(ValueError, match=name):
+            scaled_lr(**bad)
+
+
+def test_time_steps_interleaves_and_counts_rounds():
+    from companion.ocl import time_steps
+    vit = _vit()
+    methods = {"OCL": OCL(vit, 0.5), "SimCLR": SimCLR(vit)}
+    out = time_steps(methods, torch.rand(4, 1, 8, 8), rounds=3, warmup=1)
+    assert set(out) == {"OCL", "SimCLR"} and all(len(v) == 3 and min(v) > 0 for v in out.values())
+    assert all(p.grad is None for p in vit.parameters())  # gradients are not left behind
+    with pytest.raises(ValueError, match="methods"):
+        time_steps({}, torch.rand(4, 1, 8, 8))
+    with pytest.raises(ValueError, match="rounds"):
+        time_steps(methods, torch.rand(4, 1, 8, 8), rounds=0)
