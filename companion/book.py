@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["repo_root", "repository_url", "toc_files", "reading_order", "chapter_titles", "colab_url",
-           "colab_badge", "glue", "glue_text", "glue_choice", "md_table", "progress", "device", "EXECUTING_ENV"]
+__all__ = ["repo_root", "repository_url", "toc_files", "reading_order", "chapter_titles", "release_tag",
+           "colab_url", "colab_badge", "glue", "glue_text", "glue_choice", "md_table", "progress", "device", "EXECUTING_ENV"]
 
 EXECUTING_ENV = "BOOK_EXECUTING"  # set by tools/book.py while papermill executes a page for the HTML
 
@@ -62,31 +62,44 @@ def chapter_titles(root: Path) -> dict[str, str]:
     return titles
 
 
+def release_tag() -> str:
+    """The git tag of this release (``v0.3.0``): what the Colab badges open and the install cell pins."""
+    from companion import __version__
+
+    return f"v{__version__}"
+
+
 def colab_url(slug: str, root: Path, student: bool = False) -> str:
     """The Colab address of ``notebooks/<slug>.ipynb`` (the student's ``notebooks/student/<slug>.ipynb``)
-    on the repository's default branch."""
-    url, branch = repository_url(root)
+    at this release's tag, so that the notebook Colab opens and the package its set-up cell
+    installs are the same version."""
+    url, _ = repository_url(root)
     prefix = "https://github.com/"
     if not url.startswith(prefix):
         raise ValueError(f"repository.url: expected a GitHub URL for Colab, got {url!r}")
     rel = f"notebooks/{'student/' if student else ''}{slug}.ipynb"
     if not (root / rel).is_file():
         raise ValueError(f"slug: no {rel} in {root}")
-    return f"https://colab.research.google.com/github/{url[len(prefix):]}/blob/{branch}/{rel}"
+    return f"https://colab.research.google.com/github/{url[len(prefix):]}/blob/{release_tag()}/{rel}"
 
 
 def colab_badge(slug: str, student: bool = False):
-    """The *Open in Colab* badge of a chapter (of its student version), built from ``_config.yml``.
+    """A chapter's Colab badges, built from ``_config.yml``: *Open in Colab* (the reader's notebook)
+    beside *Open the assignment in Colab* (the student's); in the student's notebook, only the latter.
 
     Outside a clone of the repository (in Colab itself) there is nothing to link from,
-    and the badge is left out.
+    and the badges are left out.
     """
     from IPython.display import Markdown
 
     root = repo_root()
     if root is None:
         return Markdown("")
-    return Markdown(f"[![Open in Colab]({_BADGE})]({colab_url(slug, root, student)})")
+    assignment = f"[![Open the assignment in Colab]({_BADGE})]({colab_url(slug, root, student=True)}) " \
+                 "**Open the assignment in Colab** (the exercises without their solutions)"
+    if student:
+        return Markdown(assignment)
+    return Markdown(f"[![Open in Colab]({_BADGE})]({colab_url(slug, root)}) **Open in Colab**  \n{assignment}")
 
 
 def device():

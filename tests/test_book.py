@@ -13,6 +13,7 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
+from companion.book import release_tag
 from companion.ledger import HEADLINE_KINDS, contract_problems, read_ledgers
 from tools import book
 
@@ -141,7 +142,10 @@ def test_page_furniture(html):
         assert text.count("const THEBE_JS_URL") == 1, f"{doc}: thebe's script is injected twice"
         assert 'rel="icon"' in text, f"{doc}: no favicon"
         launch = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', text)
-        assert launch and all(url.endswith(f"/notebooks/{book.slug(doc)}.ipynb") for url in launch), launch
+        tag = f"/blob/{release_tag()}/notebooks/"
+        reader, student = f"{tag}{book.slug(doc)}.ipynb", f"{tag}student/{book.slug(doc)}.ipynb"
+        assert {url[url.index("/blob/"):] for url in launch} == {reader, student}, (
+            f"{doc}: Colab links {launch}: the reader's and the assignment's, at the release tag")
     assert (html / "_static" / "favicon.png").exists()
     ledger = (html / f"{book.LEDGER_DOC}.html").read_text()
     assert "colab.research.google.com" not in ledger, "the ledger page has no notebook to launch"

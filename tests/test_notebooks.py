@@ -9,6 +9,7 @@ import sys
 import nbformat
 import pytest
 
+from companion import __version__
 from companion.book import colab_url, repo_root, repository_url
 from tools import book, versions
 
@@ -24,12 +25,10 @@ def _cells(nb):
 
 @pytest.mark.parametrize("doc", CHAPTERS, ids=book.slug)
 def test_colab_notebooks_are_in_sync_with_the_chapter(doc):
-    source = book.source_notebook(doc)
-    for path, version in ((book.colab_notebook(doc), versions.reader),
-                          (book.student_notebook(doc), versions.student)):
+    for path, version in book.notebook_versions(doc):
         assert path.exists(), f"{path.name} is missing: run `python -m tools.book notebooks`"
         committed = nbformat.read(path, as_version=4)
-        assert _cells(committed) == _cells(version(source, book.slug(doc))), (
+        assert _cells(committed) == _cells(version), (
             f"{path.relative_to(ROOT)} has drifted from {doc}.md: run `python -m tools.book notebooks`")
         assert all(not c.get("outputs") for c in committed.cells), f"{path.name} must hold no outputs"
 
@@ -115,9 +114,10 @@ def test_stubbing_keeps_indentation_and_code_around_the_solution():
         versions.exercise_cells(nb)
 
 
-def test_colab_url_is_built_from_the_config():
-    url, branch = repository_url(ROOT)
-    base = f"https://colab.research.google.com/github/{url.removeprefix('https://github.com/')}/blob/{branch}"
+def test_colab_url_is_built_from_the_config_at_the_release_tag():
+    """The badge opens the notebook of the release whose package the set-up cell installs."""
+    url, _ = repository_url(ROOT)
+    base = f"https://colab.research.google.com/github/{url.removeprefix('https://github.com/')}/blob/v{__version__}"
     assert colab_url("best-of-n", ROOT) == f"{base}/notebooks/best-of-n.ipynb"
     assert colab_url("best-of-n", ROOT, student=True) == f"{base}/notebooks/student/best-of-n.ipynb"
     with pytest.raises(ValueError, match="^slug"):
@@ -152,3 +152,34 @@ def test_printed_lines_wider_than_the_column_are_problems():
     problems = book.output_problems(nbformat.v4.new_notebook(cells=[cell]))
     # the stdout line and the plain-text result; a table shown as HTML is not printed text
     assert len(problems) == 2 and all(f"{book.COLUMN + 1} characters" in p for p in problems)
+
+
+@pytest.mark.parametrize("doc", CHAPTERS, ids=book.slug)
+def test_notebooks_number_equations_as_the_page_does(doc):
+    """In Jupyter, Colab and nbgrader's feedback a checker's "eq. (6)" must be findable: every
+    labelled equation carries its page number as a \\tag, every {eq} reference reads "(n)"."""
+    numbers = book.equation_numbers(doc)
+    for path, nb in book.notebook_versions(doc):
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        assert "```{math}" not in text and "{eq}`" not in text, f"{path.name}: raw MyST maths left"
+        assert sorted(int(n) for n in re.findall(r"\\tag\{(\d+)\}", text)) == sorted(numbers.values()), path.name
+        if "student" in path.parts:
+            assert "here its solution is folded" not in " ".join(text.split()), f"{path.name}: it is a stub"
+
+
+def test_number_equations_refuses_an_unknown_label():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("see {eq}`nowhere`")])
+    with pytest.raises(ValueError, match="numbers"):
+        versions.number_equations(nb, {})
+    block = nbformat.v4.new_markdown_cell("```{math}\n:label: a\n:nowrap:\nx = 1\n```\nand {eq}`a`.")
+    out = versions.number_equations(nbformat.v4.new_notebook(cells=[block]), {"a": 4})
+    assert out.cells[0].source == "$$\nx = 1\n\\tag{4}\n$$\nand (4)."
+
+
+def test_strict_grading_rewrites_the_checker_call():
+    assert versions.strict_grading("# note\nex.check_pmf(pmf)") == (
+        'from companion.exercises.grade import graded\n# note\ngraded(ex, "check_pmf", pmf)')
+    assert versions.strict_grading("ex.check_ties(decide, tie_counterexample)").endswith(
+        'graded(ex, "check_ties", decide, tie_counterexample)')
+    with pytest.raises(ValueError, match="source"):
+        versions.strict_grading("print(1)")

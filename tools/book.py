@@ -96,30 +96,51 @@ def equation_numbers(doc: str) -> dict[str, int]:
     return {label: i for i, label in enumerate(labels, start=1)}
 
 
+def notebook_versions(doc: str) -> list[tuple[Path, object]]:
+    """``[(path, notebook)]``: the reader's and the student's notebook of ``doc`` as written to
+    ``notebooks/``, their equations numbered as on the page (:func:`versions.number_equations`)."""
+    nb, numbers = source_notebook(doc), equation_numbers(doc)
+    return [(colab_notebook(doc), versions.number_equations(versions.reader(nb, slug(doc)), numbers)),
+            (student_notebook(doc), versions.number_equations(versions.student(nb, slug(doc)), numbers))]
+
+
 def sync_notebooks() -> list[Path]:
     """Write, for every chapter, the reader's notebook ``notebooks/<slug>.ipynb`` (what Colab opens)
     and the student's ``notebooks/student/<slug>.ipynb``, without outputs; and the equation numbers
     the checkers cite (``companion/exercises/equations.json``)."""
     written = []
     for doc in chapters():
-        nb = source_notebook(doc)
-        for version, path in ((versions.reader, colab_notebook(doc)), (versions.student, student_notebook(doc))):
+        for path, nb in notebook_versions(doc):
             path.parent.mkdir(parents=True, exist_ok=True)
-            jupytext.write(versions.clean(version(nb, slug(doc))), path, fmt="ipynb")
+            jupytext.write(versions.clean(nb), path, fmt="ipynb")
             written.append(path)
     EQUATIONS.write_text(json.dumps({slug(d): equation_numbers(d) for d in chapters()}, indent=1) + "\n")
     written.append(EQUATIONS)
     return written
 
 
+NBGRADER_CONFIG = '''"""nbgrader's settings for a course made by `python -m tools.book nbgrader` (run nbgrader here)."""
+c = get_config()  # noqa: F821 (nbgrader provides it)
+c.CourseDirectory.root = "."
+c.CourseDirectory.course_id = "icml2025-reproduced"
+# A chapter runs its experiments before its exercises: allow it the quick scale's time, and more.
+c.ExecutePreprocessor.timeout = 600
+'''
+
+
 def write_nbgrader_source(folder: Path) -> list[Path]:
-    """An nbgrader course's ``source/<slug>/<slug>.ipynb`` for every chapter (solutions delimited)."""
+    """An nbgrader course for every chapter: ``source/<slug>/<slug>.ipynb`` (solutions delimited,
+    checkers graded in a fresh process, equations numbered) and its ``nbgrader_config.py``."""
     written = []
     for doc in chapters():
         path = Path(folder) / "source" / slug(doc) / f"{slug(doc)}.ipynb"
         path.parent.mkdir(parents=True, exist_ok=True)
-        jupytext.write(versions.clean(versions.nbgrader_source(source_notebook(doc), slug(doc))), path, fmt="ipynb")
+        nb = versions.nbgrader_source(source_notebook(doc), slug(doc))
+        jupytext.write(versions.clean(versions.number_equations(nb, equation_numbers(doc))), path, fmt="ipynb")
         written.append(path)
+    config = Path(folder) / "nbgrader_config.py"
+    config.write_text(NBGRADER_CONFIG)
+    written.append(config)
     return written
 
 
@@ -290,14 +311,15 @@ def _point_launch_buttons_at_the_colab_notebooks(site: Path) -> None:
     which is not in the repository); point it at ``notebooks/<slug>.ipynb``, as the badge does.
     Only the Colab URL changes: the download button keeps the executed notebook in ``_sources/``.
     The ledger page has no notebook a reader could run, so it loses the launch menu."""
-    from companion.book import repository_url
+    from companion.book import release_tag, repository_url
 
     _, branch = repository_url(ROOT)
     for doc in chapters():
         page = site / f"{doc}.html"
         if page.exists():
             text = page.read_text()
-            page.write_text(text.replace(f"/blob/{branch}/{doc}.ipynb", f"/blob/{branch}/notebooks/{slug(doc)}.ipynb"))
+            page.write_text(text.replace(f"/blob/{branch}/{doc}.ipynb",
+                                         f"/blob/{release_tag()}/notebooks/{slug(doc)}.ipynb"))
     ledger = site / f"{LEDGER_DOC}.html"
     if ledger.exists():
         ledger.write_text(_LAUNCH_MENU.sub("", ledger.read_text(), count=1))

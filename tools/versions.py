@@ -26,11 +26,18 @@ import re
 
 import nbformat
 
-__all__ = ["BEGIN", "END", "STUB", "reader", "student", "nbgrader_source", "exercise_cells", "stub_solutions"]
+__all__ = ["BEGIN", "END", "STUB", "reader", "student", "nbgrader_source", "exercise_cells", "stub_solutions",
+           "number_equations", "strict_grading"]
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
 _BADGE = re.compile(r'colab_badge\("([a-z0-9-]+)"\)')
+_MATH = re.compile(r"^```\{math\}[ \t]*\n:label:[ \t]*(\S+)[ \t]*\n((?::.*\n)*)(.*?)\n```[ \t]*$", re.M | re.S)
+_EQ_REF = re.compile(r"\{eq\}`([^`<>]+)`")
+_FOLDED = re.compile(r"In\s+the\s+student's\s+notebook\s+the\s+function\s+is\s+a\s+stub\s+to\s+fill\s+in;"
+                     r"\s+here\s+its\s+solution\s+is\s+folded\.")
+_STUB_SAYS = "Each function below is a stub: replace its body with your answer, then run the checker's cell."
+_CHECK_CALL = re.compile(r"^(\w+)\.(check_\w+)\((.*)\)[ \t]*$")
 
 
 def _tags(cell) -> list[str]:
@@ -91,6 +98,50 @@ def _nbgrader_metadata(nb, slug: str) -> None:
                                             "solution": False, "task": False}
 
 
+def number_equations(nb, numbers: dict[str, int]):
+    """Equations as Jupyter, Colab and nbgrader's feedback show them: every labelled ``{math}``
+    block becomes ``$$ ... \\tag{n} $$`` and every ``{eq}`label``` reference "(n)", with the numbers
+    the HTML page prints (``numbers``: ``{label: n}``), so "eq. (6)" in a checker's message can be
+    found in the notebook. Raises ``ValueError`` for a label ``numbers`` does not know."""
+    nb = copy.deepcopy(nb)
+
+    def number(label: str) -> int:
+        if label not in numbers:
+            raise ValueError(f"numbers: no number for equation label {label!r}")
+        return numbers[label]
+
+    def block(match) -> str:
+        return f"$$\n{match[3].strip()}\n\\tag{{{number(match[1])}}}\n$$"
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _EQ_REF.sub(lambda m: f"({number(m[1])})", _MATH.sub(block, cell.source))
+    return nb
+
+
+def strict_grading(source: str) -> str:
+    """An autograded cell whose checker call ``ex.check_x(answer)`` becomes
+    ``graded(ex, "check_x", answer)`` (:mod:`companion.exercises.grade`: a fresh process decides,
+    and a wrong answer fails the cell)."""
+    lines = source.rstrip().split("\n")
+    call = _CHECK_CALL.match(lines[-1])
+    if call is None:
+        raise ValueError(f"source: an autograded cell must end with a checker call ex.check_*(...), got {lines[-1]!r}")
+    args = f", {call[3]}" if call[3].strip() else ""
+    lines[-1] = f'graded({call[1]}, "{call[2]}"{args})'
+    return "\n".join(["from companion.exercises.grade import graded", *lines])
+
+
+def _for_students(nb) -> None:
+    """What a student's copy says differently: its Colab badge opens the assignment, and the
+    exercises' preamble speaks of stubs, not of folded solutions."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = _BADGE.sub(r'colab_badge("\1", student=True)', cell.source)
+        else:
+            cell.source = _FOLDED.sub(_STUB_SAYS, cell.source)
+
+
 def reader(nb, slug: str):
     """The reader's version: delimiters removed, solutions folded (a toggle in the HTML, a hidden
     source in Jupyter)."""
@@ -115,16 +166,19 @@ def student(nb, slug: str):
         cell = nb.cells[i]
         cell.source = stub_solutions(cell.source)
         cell.metadata["tags"] = [t for t in _tags(cell) if t not in ("hide-input", "hide-cell")]
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.source = _BADGE.sub(r'colab_badge("\1", student=True)', cell.source)
+    _for_students(nb)
     return nb
 
 
 def nbgrader_source(nb, slug: str):
-    """The instructor's nbgrader source: solutions between nbgrader's delimiters, nbgrader metadata."""
+    """The instructor's nbgrader source: solutions between nbgrader's delimiters, nbgrader metadata,
+    checkers run through :func:`strict_grading`, and the Colab badge pointing at the student's notebook."""
     nb = copy.deepcopy(nb)
     _nbgrader_metadata(nb, slug)
+    _, graded = exercise_cells(nb, slug)
+    for j in graded:
+        nb.cells[j].source = strict_grading(nb.cells[j].source)
+    _for_students(nb)
     return nb
 
 

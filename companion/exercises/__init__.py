@@ -9,7 +9,9 @@ student's notebook, see ``notebooks/student/``).
 form is its score, a number between 0 and ``points``. nbgrader's autograder reads exactly that
 from an autograded cell whose last line is the checker call, so it gives partial credit (0 for a
 wrong or unfinished exercise) without the cell having to raise; a student's notebook therefore
-runs top to bottom whatever the state of its exercises.
+runs top to bottom whatever the state of its exercises. An nbgrader release grades through
+:func:`.grade.graded` instead: the checker runs in a fresh process that the student's notebook
+cannot patch, and a wrong answer fails its cell.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 __all__ = ["Report", "NOT_DONE", "eq"]
 
 NOT_DONE = "not done yet"
+_ANSWER_DEPTH = [0]  # > 0 while Report.call runs a student's code (read by .grade to spot delegation)
 
 
 @cache
@@ -83,7 +86,11 @@ class Report:
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                value = fn(*args)
+                _ANSWER_DEPTH[0] += 1
+                try:
+                    value = fn(*args)
+                finally:
+                    _ANSWER_DEPTH[0] -= 1
         except NotImplementedError:
             self.not_done = True
             name = getattr(fn, "__name__", "your function")

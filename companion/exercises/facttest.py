@@ -23,6 +23,12 @@ from companion.exercises import Report, eq
 
 __all__ = ["check_index", "check_ties", "check_shifted_threshold"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade);
+# exercise 3 may use the threshold of exercise 1's rule, but must draw the rejection sample itself.
+REFERENCES = {"check_index": ("companion.facttest.order_statistic_index",),
+              "check_ties": (),
+              "check_shifted_threshold": ("companion.facttest.rejection_sample",)}
+
 _GRID = [(n0, a, d) for n0 in (0, 1, 10, 28, 29, 30, 44, 50, 59, 100, 200, 1000)
          for a, d in ((0.1, 0.05), (0.05, 0.05), (0.1, 0.01), (0.2, 0.1))]
 
