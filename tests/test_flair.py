@@ -31,13 +31,18 @@ def test_drift_events_change_the_table_as_described(backend):
     before = t.snapshot().copy()
     touched = t.apply_drift("delete", 0.2)
     assert t.n_rows == 2500 - touched and touched >= 500  # a band of values: ties may add rows
-    before = t.snapshot().copy()
-    theta = int(np.quantile(before[:, 1], 0.3))
-    assert t.apply_drift("update", 0.3) == int((before[:, 1] < theta).sum())
-    after = t.snapshot()
-    want = before.copy()
-    want[want[:, 1] < theta, 2] = (want[want[:, 1] < theta, 2] + 350) % 1000
-    assert sorted(map(tuple, after)) == sorted(map(tuple, want))
+    pairs = set()
+    for _ in range(4):  # each update rewires a random pair of columns
+        before = t.snapshot().copy()
+        touched = t.apply_drift("update", 0.3)
+        a, b, theta = (t.last_update[k] for k in ("a", "b", "theta"))
+        assert a != b and theta == int(np.quantile(before[:, a], 0.3))
+        assert touched == int((before[:, a] < theta).sum())
+        want = before.copy()
+        want[want[:, a] < theta, b] = (want[want[:, a] < theta, b] + 350) % 1000
+        assert sorted(map(tuple, t.snapshot())) == sorted(map(tuple, want))
+        pairs.add((a, b))
+    assert len(pairs) > 1
     with pytest.raises(ValueError, match="^kind"):
         t.apply_drift("truncate", 0.1)
     with pytest.raises(ValueError, match="^severity"):
@@ -318,7 +323,8 @@ def test_ridge_on_context_is_the_closed_form_and_knn_averages_neighbours():
 def test_audit_compares_the_database_with_the_mirror():
     out = fl.audit(fl.DriftingTable(fl.connect("duckdb"), 2000, seed=4), 30, seed=0)
     assert out["exact"] and out["gmq_avi"] >= 1 and out["gmq_explain"] >= 1
-    assert 0 <= out["share_default"] <= 1
+    assert out["explain_distinct"] >= 1 and 0 < out["explain_mode_share"] <= 1
+    assert out["explain_mode_of_rows"] > 0
     assert "gmq_explain" not in fl.audit(fl.DriftingTable(fl.connect("sqlite"), 500, seed=4), 10)
 
 
@@ -387,3 +393,175 @@ def test_integral_float_bounds_are_still_accepted():
     q = fl.RangeQuery((0, 2), np.array([3.0, 10.0]), np.array([7.0, 10.0]))
     assert q.lo.tolist() == [3, 10] and q.hi.dtype == np.int64
     assert _small_table().apply_drift("delete", 0.4) > 0
+
+
+# --- issue 38: the engine's input pipeline, its ridge skip, the head offset ------------------------
+
+def test_preprocess_drops_constant_features_and_squashes_outliers():
+    gen = torch.Generator().manual_seed(0)
+    cx, qx = torch.randn(2, 40, 5, generator=gen), torch.randn(2, 3, 5, generator=gen)
+    cx[:, :, 1] = 0.0  # a dead ReLU unit: constant in the context
+    qx[:, :, 1] = 3.0  # ... but not in the queries, which the old engine divided by 1e-6
+    cx[0, 0, 2] = 1e4  # an outlier in the context
+    mask = torch.ones(2, 40, dtype=torch.bool)
+    for power in (False, True):
+        c, q, used = fl.preprocess(cx, qx, mask, power=power)
+        assert used[:, 0].tolist() == [[True, False, True, True, True]] * 2
+        assert torch.all(c[..., 1] == 0) and torch.all(q[..., 1] == 0)
+        assert torch.isfinite(c).all() and q.abs().max() < 50
+        # the outlier is squashed onto the bound, far below its standardised value (~6)
+        assert c[0, 0, 2] < c[0, 1:, 2].max() + 5 * 4 / 5
+        # the used features are rescaled by d / used = 5 / 4
+        plain = (cx[1, :, 0] - cx[1, :, 0].mean()) / (cx[1, :, 0].std(unbiased=False) + 1e-6)
+        if not power:
+            assert torch.allclose(c[1, :, 0], plain.clamp(-4, 4) * 5 / 4, atol=0.2)
+
+
+def test_preprocess_ignores_masked_pairs_and_the_power_transform_is_monotone():
+    gen = torch.Generator().manual_seed(1)
+    cx, qx = torch.randn(1, 30, 3, generator=gen).exp(), torch.randn(1, 4, 3, generator=gen)
+    mask = torch.ones(1, 30, dtype=torch.bool)
+    padded = torch.cat([cx, 1e3 * torch.ones(1, 5, 3)], 1)
+    pmask = torch.cat([mask, torch.zeros(1, 5, dtype=torch.bool)], 1)
+    for power in (False, True):
+        c, q, _ = fl.preprocess(cx, qx, mask, power=power)
+        c2, q2, _ = fl.preprocess(padded, qx, pmask, power=power)
+        assert torch.allclose(c, c2[:, :30], atol=1e-5) and torch.allclose(q, q2, atol=1e-5)
+    c, _, _ = fl.preprocess(cx, qx, mask, power=True)
+    order = cx[0, :, 0].argsort()
+    assert torch.all(c[0, order, 0].diff() >= -1e-6)  # a monotone transform keeps the order
+    # a log-normal feature is made more symmetric than plain standardisation leaves it
+    skew = lambda v: float((((v - v.mean()) / v.std()) ** 3).mean())  # noqa: E731
+    plain, _, _ = fl.preprocess(cx, qx, mask, power=False)
+    assert abs(skew(c[0, :, 0])) < abs(skew(plain[0, :, 0]))
+
+
+def test_ridge_loo_is_the_closed_form_with_the_exact_leave_one_out_penalty():
+    rng = np.random.default_rng(0)
+    cx, qx = rng.standard_normal((1, 25, 3)), rng.standard_normal((1, 2, 3))
+    cy = cx @ np.array([1.0, -2.0, 0.5]) + 0.3 * rng.standard_normal((1, 25))
+    mask = torch.ones(1, 25, dtype=torch.bool)
+    t = lambda a: torch.as_tensor(a, dtype=torch.float32)  # noqa: E731
+    pred, loo = fl.ridge_loo(t(cx), t(cy), t(qx), mask)
+
+    def fit(X, y, alpha):  # brute force: ridge with an unpenalised intercept
+        A = np.c_[X, np.ones(len(X))]
+        P = alpha * np.eye(4)
+        P[-1, -1] = 0.0
+        return np.linalg.solve(A.T @ A + P, A.T @ y)
+
+    errs = {}
+    for alpha in fl.model.RIDGE_ALPHAS:
+        held = [np.r_[cx[0, i], 1] @ fit(np.delete(cx[0], i, 0), np.delete(cy[0], i), alpha)
+                for i in range(25)]
+        errs[alpha] = (np.mean((cy[0] - held) ** 2), np.array(held))
+    best = min(errs, key=lambda a: errs[a][0])
+    assert np.allclose(loo[0].numpy(), errs[best][1], atol=1e-3)
+    want = np.c_[qx[0], np.ones(2)] @ fit(cx[0], cy[0], best)
+    assert np.allclose(pred[0].numpy(), want, atol=1e-3)
+
+
+def test_an_untrained_engine_with_the_ridge_skip_is_ridge_and_the_ensemble_averages():
+    torch.manual_seed(0)
+    dde = fl.DynamicDecisionEngine(d_x=4, d_model=16, n_layers=1, n_heads=2, ridge_skip=True,
+                                   ensemble=True).eval()
+    gen = torch.Generator().manual_seed(2)
+    cx, qx = torch.randn(3, 30, 4, generator=gen), torch.randn(3, 5, 4, generator=gen)
+    cy = cx @ torch.tensor([1.0, 0.0, -1.0, 2.0]) + 5
+    mask = torch.ones(3, 30, dtype=torch.bool)
+    with torch.no_grad():
+        mean, _ = dde(cx, cy, qx)
+        m, s = cy.mean(1, keepdim=True), cy.std(1, unbiased=False, keepdim=True) + 1e-6
+        members = []
+        for power in (False, True):
+            c, q, _ = fl.preprocess(cx, qx, mask, power=power)
+            members.append(fl.ridge_loo(c, (cy - m) / s, q, mask)[0] * s + m)
+    assert torch.allclose(mean, 0.5 * (members[0] + members[1]), atol=1e-4)
+
+
+def test_a_shuffled_context_keeps_the_phases_labels_in_another_order():
+    tfm, engine = _tfm(), _CountingEngine(4)
+    method = st.InContext(fl.FLAIR(tfm, engine, capacity=6, offset=False), shuffle_seed=0)
+    X, y = np.random.default_rng(0).standard_normal((6, fl.D_FEATURES)), np.arange(6.0)
+    method.run_phase(X, [None] * 6, y)
+    pushed = method.flair.memory.arrays()[1]
+    assert sorted(pushed.tolist()) == y.tolist() and pushed.tolist() != y.tolist()
+    with pytest.raises(ValueError, match="^shuffle_seed"):
+        method.observe(X[0], 1.0)
+
+
+def test_run_stream_sizes_phase_zero_apart():
+    table = fl.DriftingTable(fl.connect("duckdb"), 500, seed=0)
+    runs = st.run_stream(table, {"AVI": st.AVI()}, phases=3, per_phase=7, first_phase=11,
+                         severity=0.2, seed=0)
+    assert runs.groupby("phase").size().tolist() == [11, 7, 7]
+
+
+# --- issue 38: a loud fallback, and DuckDB in CI ------------------------------------------------
+
+def test_ci_runs_the_counts_in_duckdb():
+    """The book's claims are DuckDB's counts and estimates: CI must not fall back silently."""
+    import duckdb  # noqa: F401  (no skip: a CI without DuckDB fails here)
+
+    con = fl.connect()
+    assert con.backend == "duckdb" and not con.fallback and con.banner == "database backend: duckdb"
+
+
+def test_the_sqlite_fallback_is_loud(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_duckdb(name, *args, **kwargs):
+        if name == "duckdb":
+            raise ImportError("no duckdb here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_duckdb)
+    with pytest.warns(RuntimeWarning, match="falling back to sqlite3"):
+        con = fl.connect()
+    assert con.backend == "sqlite" and con.fallback and "FALLBACK" in con.banner
+    with pytest.raises(ImportError, match="^backend"):
+        fl.connect("duckdb")
+    assert not fl.connect("sqlite").fallback  # asked for: no fallback
+
+
+# --- issue 38: the flights table -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def flights():
+    return fl.load_flights()
+
+
+def test_the_flights_load_from_the_wheel_and_code_into_the_columns(flights):
+    assert len(flights) == 327_346 and flights.month.nunique() == 12
+    assert not flights[list(fl.FLIGHT_COLUMNS)].isna().any().any()
+    codes = fl.code_flights(flights)
+    assert codes.shape == (len(flights), 4) and codes.min() >= 0 and codes.max() <= 999
+    # 13:49 is 829 minutes after midnight; a delay of -80 minutes codes to 0; 1,000 miles to 200
+    one = flights.iloc[:1].assign(dep_time=1349.0, arr_delay=-80.0, distance=1000, air_time=70.0)
+    assert fl.code_flights(one).tolist() == [[round(829 * 999 / 1440), 0, 200, 100]]
+    with pytest.raises(ValueError, match="^df"):
+        fl.code_flights(flights.drop(columns="air_time"))
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "sqlite"])
+def test_the_flights_table_holds_one_month_and_moves_to_the_next(flights, backend):
+    small = flights[flights.month <= 3]
+    t = fl.FlightsTable(fl.connect(backend), small, per_month=500, seed=0)
+    assert t.month == 1 and t.n_rows == 500 == len(t.snapshot())
+    qs = fl.sample_queries(t.snapshot(), 30, np.random.default_rng(0))
+    assert [t.count(q) for q in qs] == [int(q.mask(t.snapshot()).sum()) for q in qs]
+    assert t.apply_drift("month") == 500 and t.month == 2
+    assert t.con.execute("SELECT DISTINCT month FROM flights") == [(2,)]
+    want = fl.code_flights(small[small.month == 2])
+    assert set(map(tuple, t.snapshot())) <= set(map(tuple, want))
+    t.apply_drift("month")
+    with pytest.raises(ValueError, match="^kind"):
+        t.apply_drift("month")  # March is the last month of this frame
+    with pytest.raises(ValueError, match="^kind"):
+        t.apply_drift("insert", 0.1)
+    with pytest.raises(ValueError, match="^first_month"):
+        fl.FlightsTable(fl.connect(backend), small, first_month=7)
+    with pytest.raises(ValueError, match="^flights"):
+        fl.FlightsTable(fl.connect(backend), small.iloc[:0])

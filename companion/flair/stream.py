@@ -148,13 +148,19 @@ class InContext(Method):
     first); ``tests/test_flair.py`` checks it against the one-query-at-a-time loop.
     """
 
-    def __init__(self, flair: FLAIR, freeze_after: int | None = None):
+    def __init__(self, flair: FLAIR, freeze_after: int | None = None,
+                 shuffle_seed: int | None = None):
         self.flair, self.freeze_after, self.seen = flair, freeze_after, 0
+        # the null of the context claim: the labels pushed are permuted within each phase, so
+        # the queue holds the phase's labels but not which query each belongs to
+        self.shuffle = None if shuffle_seed is None else np.random.default_rng(shuffle_seed)
 
     def predict(self, x, q):
         return self.flair.predict(x)
 
     def observe(self, x, y):
+        if self.shuffle is not None:
+            raise ValueError("shuffle_seed: a shuffled context is built per phase, in run_phase")
         self.seen += 1
         if self.freeze_after is not None and self.seen > self.freeze_after:
             self.flair.freeze_memory()
@@ -163,6 +169,8 @@ class InContext(Method):
     @torch.no_grad()
     def run_phase(self, X, qs, y):
         fl, n = self.flair, len(X)
+        if self.shuffle is not None:
+            y = np.asarray(y)[self.shuffle.permutation(n)]
         start = time.perf_counter()
         dev = next(fl.tfm.parameters()).device
         z, head = fl.tfm(torch.as_tensor(X, dtype=torch.float32, device=dev))
@@ -282,21 +290,23 @@ def offline_workload(table: DriftingTable, n: int, seed: int):
 
 def run_stream(table: DriftingTable, methods: dict[str, Method], phases: int = 6, per_phase: int = 200,
                drift: tuple[str, ...] = DRIFTS, severity: float = 0.4, seed: int = 0,
-               refresh_stats: bool = True, progress=None) -> pd.DataFrame:
+               refresh_stats: bool = True, progress=None, first_phase: int | None = None) -> pd.DataFrame:
     """Run the online experiment and return one row per (query, method).
 
     Phase 0 runs on the table as trained on; before each later phase one drift event of
     ``drift`` (cycled) touches ``severity`` x N rows. Each query is featurised with the
     current statistics, every method predicts it, the database executes it, and only then
     does every method observe its label. ``refresh_stats=False`` keeps the phase-0 histograms
-    (stale statistics). Columns: t, phase, drift, method, true_card, pred_card, qerr, and
+    (stale statistics); ``first_phase`` sets the number of queries of phase 0 (default
+    ``per_phase``). Columns: t, phase, drift, method, true_card, pred_card, qerr, and
     infer_s, adapt_s (each method's seconds per query in that phase).
     """
     if not isinstance(methods, dict) or not methods:
         raise ValueError("methods: expected a non-empty dict {name: Method}")
     phases, per_phase = as_positive_int(phases, "phases"), as_positive_int(per_phase, "per_phase")
-    for kind in drift:
-        as_choice(kind, "drift", DRIFTS)
+    first = per_phase if first_phase is None else as_positive_int(first_phase, "first_phase")
+    for kind in drift:  # a table may define its own events (FlightsTable: "month")
+        as_choice(kind, "drift", tuple(getattr(table, "EVENTS", DRIFTS)))
     severity = as_probability(severity, "severity", high_open=False)
     rng = np.random.default_rng(seed)
     rows, t = [], 0
@@ -312,7 +322,7 @@ def run_stream(table: DriftingTable, methods: dict[str, Method], phases: int = 6
         n_rows = table.n_rows
         for m in methods.values():
             m.start_phase(table, hist)
-        qs = sample_queries(table.snapshot(), per_phase, rng)
+        qs = sample_queries(table.snapshot(), first if phase == 0 else per_phase, rng)
         X = featurize(qs, hist, n_rows)
         # the data do not change within a phase, so the counts can run first; every method
         # still predicts query i before it observes the label of query i
@@ -334,8 +344,10 @@ def audit(table: DriftingTable, n: int = 200, seed: int = 0) -> dict:
     """``n`` fresh queries on the current table: do the database's counts equal the NumPy
     mirror's, and how far are its EXPLAIN estimate (DuckDB) and the AVI estimate from them?
 
-    Returns ``exact`` (bool), ``gmq_avi`` and, with DuckDB, ``gmq_explain`` and
-    ``share_default`` (the share of EXPLAIN estimates that are exactly 20% of the table).
+    Returns ``exact`` (bool), ``gmq_avi`` and, with DuckDB, ``gmq_explain``,
+    ``explain_distinct`` (how many distinct estimates EXPLAIN gave), ``explain_mode`` (the most
+    common one), ``explain_mode_share`` (the share of queries that got it) and
+    ``explain_mode_of_rows`` (it divided by the table's rows).
     """
     qs = sample_queries(table.snapshot(), as_positive_int(n, "n"), np.random.default_rng(seed))
     counts = np.array([table.count(q) for q in qs])
@@ -345,5 +357,9 @@ def audit(table: DriftingTable, n: int = 200, seed: int = 0) -> dict:
     if table.con.backend == "duckdb":
         explain = np.array([table.engine_estimate(q) for q in qs])
         out["gmq_explain"] = gmq(q_error(explain, counts))
-        out["share_default"] = float(np.mean(np.isclose(explain, 0.2 * table.n_rows)))
+        values, freq = np.unique(explain, return_counts=True)
+        out["explain_distinct"] = int(len(values))
+        out["explain_mode"] = float(values[freq.argmax()])
+        out["explain_mode_share"] = float(freq.max() / len(explain))
+        out["explain_mode_of_rows"] = float(values[freq.argmax()] / table.n_rows)
     return out
