@@ -315,6 +315,31 @@ def test_the_suite_trains_and_round_trips_through_a_checkpoint(tmp_path):
     assert meta["recipe"]["steps"] == 2 and list(loaded.keys()) == ["1"]
 
 
+def test_the_official_lr_ablation_trains_two_models_at_a_constant_rate(tmp_path):
+    recipe = tr.RECIPES["official-lr"]
+    assert recipe["lr"] == 1e-4 and recipe["schedule"] == "constant" and recipe["clip"] is None
+    assert {k: v for k, v in recipe.items() if k not in ("schedule", "clip", "models")} \
+        == {**tr.RECIPES["quick"], "lr": 1e-4}  # the quick recipe, at the official rate
+    assert tr.main(["--scale", "official-lr", "--steps", "2", "--out", str(tmp_path)]) == 0
+    loaded, meta = tr.load_suite(tmp_path / "official-lr.pt")
+    assert list(loaded["1"].keys()) == ["implicit", "explicit-tsf"]
+    # a constant rate: Adam's step size never decays
+    torch.manual_seed(0)
+    model = il.ImplicitTransformer(1, 1, n_layers=1, **SMALL)
+    il.train_icl(model, il.LinearRegressionTask(), steps=3, batch_size=2, n_range=(2, 3), m=None,
+                 lr=1e-4, seed=0, schedule="constant", clip=None)
+    with pytest.raises(ValueError, match="^schedule:"):
+        il.train_icl(model, il.LinearRegressionTask(), steps=1, batch_size=2, n_range=(2, 3),
+                     m=1, lr=1e-4, seed=0, schedule="linear")
+    with pytest.raises(ValueError, match="^clip:"):
+        il.train_icl(model, il.LinearRegressionTask(), steps=1, batch_size=2, n_range=(2, 3),
+                     m=1, lr=1e-4, seed=0, clip=float("nan"))
+    with pytest.raises(ValueError, match="^models:"):
+        tr.build_models(recipe["model"], models=("implicit", "nope"))
+    with pytest.raises(ValueError, match="^scale:"):
+        tr.load_or_train("medium")
+
+
 def test_the_shipped_checkpoint_loads_into_the_current_code():
     path = tr.CHECKPOINTS / "quick.pt"
     if not path.exists():

@@ -2,14 +2,19 @@
 
 Each step draws ``batch_size`` new tasks, one context size ``n ~ U{n_range}`` shared by the
 batch, and ``m`` queries per task (``m=None``: ``m = n``, as the official data module does),
-and takes one Adam step on the query MSE. The learning rate
-follows a cosine from ``lr`` to ``lr / 20``; gradients are clipped at norm 1.
+and takes one Adam step on the query MSE. The learning rate follows a cosine from ``lr`` to
+``lr / 20`` and gradients are clipped at norm 1 (``schedule="constant"``, ``clip=None``: the
+official constant rate without clipping).
 
 The chapter compares five models (:data:`MODELS`), trained on the same stream of tasks for
 each seed. Entry point (writes ``companion/icl_latents/checkpoints/quick.pt`` and
 ``quick.json``)::
 
     python -m companion.icl_latents.train --scale quick [--out DIR]
+
+``--scale official-lr`` trains the ablation of the learning rate: the implicit and the
+explicit transformer of the quick recipe at the official constant ``1e-4`` without clipping
+(``official-lr.pt``).
 """
 
 from __future__ import annotations
@@ -40,8 +45,14 @@ RECIPES = {
     "quick": dict(seeds=(1,), steps=2000, batch_size=32, n_range=(8, 24), m=None, lr=1e-3,
                   noise=0.1, model=dict(d_model=32, n_heads=4, d_ff=64, layers=4,
                                         mlp_hidden=128)),
+    # the quick recipe at the official learning rate: constant 1e-4, no clipping (two models)
+    "official-lr": dict(seeds=(1,), steps=2000, batch_size=32, n_range=(8, 24), m=None,
+                        lr=1e-4, schedule="constant", clip=None, noise=0.1,
+                        models=("implicit", "explicit-tsf"),
+                        model=dict(d_model=32, n_heads=4, d_ff=64, layers=4, mlp_hidden=128)),
+    # the official recipe (constant 1e-4, no clipping, 256 wide), for a GPU
     "full": dict(seeds=(0, 1, 2), steps=7000, batch_size=128, n_range=(16, 128), m=None,
-                 lr=1e-4, noise=0.1, model=dict(d_model=256, n_heads=4, d_ff=512, layers=8,
+                 lr=1e-4, schedule="constant", clip=None, noise=0.1, model=dict(d_model=256, n_heads=4, d_ff=512, layers=8,
                                                 mlp_hidden=512)),
 }
 
@@ -68,7 +79,7 @@ def evaluate_mse(model: nn.Module, batch: TaskBatch, chunk: int = 500) -> torch.
 
 def train_icl(model: nn.Module, task, *, steps: int, batch_size: int, n_range: tuple[int, int],
               m: int | None, lr: float, seed: int, log_every: int = 100, progress=None,
-              device=None) -> dict:
+              device=None, schedule: str = "cosine", clip: float | None = 1.0) -> dict:
     """Train ``model`` in place on ``steps`` batches of fresh tasks; return the history.
 
     ``n_range = (lo, hi)``: context sizes drawn uniformly from ``lo..hi`` (inclusive), once per
@@ -82,12 +93,17 @@ def train_icl(model: nn.Module, task, *, steps: int, batch_size: int, n_range: t
         raise ValueError(f"n_range: expected integers 1 <= lo <= hi, got {n_range!r}")
     if not lr > 0:
         raise ValueError(f"lr: expected a learning rate > 0, got {lr!r}")
+    if schedule not in ("cosine", "constant"):
+        raise ValueError(f"schedule: expected 'cosine' or 'constant', got {schedule!r}")
+    if clip is not None and not (isinstance(clip, (int, float)) and math.isfinite(clip) and clip > 0):
+        raise ValueError(f"clip: expected None or a finite norm > 0, got {clip!r}")
     device = torch.device(device or next(model.parameters()).device)
     model.to(device).train()
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * s / steps)))
+        opt, (lambda s: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * s / steps)))
+        if schedule == "cosine" else (lambda s: 1.0))
     history: dict = {"step": [], "train_mse": [], "seconds": []}
     start, running = time.perf_counter(), None
     rng = range(1, steps + 1)
@@ -97,7 +113,8 @@ def train_icl(model: nn.Module, task, *, steps: int, batch_size: int, n_range: t
         loss = ((predict(model, batch) - batch.y_q) ** 2).mean()
         opt.zero_grad()
         loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         sched.step()
         value = loss.detach().item()
@@ -111,7 +128,7 @@ def train_icl(model: nn.Module, task, *, steps: int, batch_size: int, n_range: t
 
 
 # ----------------------------------------------------------------------------- the suite
-def build_models(config: dict, dx: int = 1, dy: int = 1) -> nn.ModuleDict:
+def build_models(config: dict, dx: int = 1, dy: int = 1, models=MODELS) -> nn.ModuleDict:
     """The five models of :data:`MODELS`, parameter-matched: the implicit transformer has
     ``layers`` layers, the explicit ones ``layers / 2`` in the context encoder and as many in
     the transformer predictor; the known-latent model reads the true ``w`` with the same
@@ -123,15 +140,20 @@ def build_models(config: dict, dx: int = 1, dy: int = 1) -> nn.ModuleDict:
     def context():
         return ContextEncoder(dx, dy, n_layers=half, **d)
 
-    return nn.ModuleDict({
-        "implicit": ImplicitTransformer(dx, dy, n_layers=config["layers"], **d),
-        "explicit-tsf": ExplicitModel(context(), TransformerPredictor(dx, dy, z_dim,
-                                                                      n_layers=half, **d)),
-        "explicit-mlp": ExplicitModel(context(), MLPPredictor(dx, dy, z_dim,
-                                                              config["mlp_hidden"])),
-        "explicit-known": ExplicitModel(context(), LinearReadoutPredictor(dx, dy, z_dim)),
-        "known-latent": ExplicitModel(None, TransformerPredictor(dx, dy, P, n_layers=half, **d)),
-    })
+    unknown = [k for k in models if k not in MODELS]
+    if unknown:
+        raise ValueError(f"models: expected names from {MODELS}, got {unknown}")
+    build = {
+        "implicit": lambda: ImplicitTransformer(dx, dy, n_layers=config["layers"], **d),
+        "explicit-tsf": lambda: ExplicitModel(context(), TransformerPredictor(
+            dx, dy, z_dim, n_layers=half, **d)),
+        "explicit-mlp": lambda: ExplicitModel(context(), MLPPredictor(dx, dy, z_dim,
+                                                                      config["mlp_hidden"])),
+        "explicit-known": lambda: ExplicitModel(context(), LinearReadoutPredictor(dx, dy, z_dim)),
+        "known-latent": lambda: ExplicitModel(None, TransformerPredictor(dx, dy, P,
+                                                                         n_layers=half, **d)),
+    }
+    return nn.ModuleDict({name: build[name]() for name in MODELS if name in models})
 
 
 def _task(recipe: dict) -> LinearRegressionTask:
@@ -148,11 +170,13 @@ def train_suite(recipe: dict, *, progress=None, device=None) -> tuple[nn.ModuleD
     valid = task.sample(VALID["n_tasks"], VALID["n"], VALID["m"],
                         generator=torch.Generator().manual_seed(VALID["seed"]))
     keys = {k: recipe[k] for k in ("steps", "batch_size", "n_range", "m", "lr")}
-    jobs = [(seed, name) for seed in recipe["seeds"] for name in MODELS]
+    keys |= dict(schedule=recipe.get("schedule", "cosine"), clip=recipe.get("clip", 1.0))
+    names = recipe.get("models", MODELS)
+    jobs = [(seed, name) for seed in recipe["seeds"] for name in names]
     for seed, name in (progress(jobs) if progress else jobs):
         torch.manual_seed(seed)
         if str(seed) not in suite:
-            suite[str(seed)] = build_models(recipe["model"])
+            suite[str(seed)] = build_models(recipe["model"], models=names)
         model = suite[str(seed)][name]
         hist = train_icl(model, task, seed=seed, device=device, **keys)
         model.cpu()
@@ -164,13 +188,17 @@ def train_suite(recipe: dict, *, progress=None, device=None) -> tuple[nn.ModuleD
 def load_suite(path: str | Path = CHECKPOINTS / "quick.pt") -> tuple[nn.ModuleDict, dict]:
     """The shipped suite (state_dict + provenance record beside it), in eval mode."""
     return load_checkpoint(path, lambda meta: nn.ModuleDict(
-        {str(s): build_models(meta["recipe"]["model"]) for s in meta["recipe"]["seeds"]}))
+        {str(s): build_models(meta["recipe"]["model"], models=meta["recipe"].get("models", MODELS))
+         for s in meta["recipe"]["seeds"]}))
 
 
 def load_or_train(scale: str = "quick", *, progress=None, device=None):
-    """Quick scale: load the shipped checkpoint if present, else train. Full scale: train."""
-    if scale == "quick" and (CHECKPOINTS / "quick.pt").exists():
-        return load_suite()
+    """Quick scale (and its ``official-lr`` ablation): load the shipped checkpoint if present,
+    else train. Full scale: train."""
+    if scale not in RECIPES:
+        raise ValueError(f"scale: expected one of {sorted(RECIPES)}, got {scale!r}")
+    if scale != "full" and (CHECKPOINTS / f"{scale}.pt").exists():
+        return load_suite(CHECKPOINTS / f"{scale}.pt")
     recipe = RECIPES[scale]
     start = time.perf_counter()
     suite, histories = train_suite(recipe, progress=progress, device=device)
@@ -200,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         command="python -m companion.icl_latents.train "
         + " ".join(argv if argv is not None else sys.argv[1:]),
         recipe=recipe, seconds=time.perf_counter() - start, device="cpu",
-        parameters={name: sum(p.numel() for p in suite[str(recipe["seeds"][0])][name].parameters())
-                    for name in MODELS},
+        parameters={name: sum(p.numel() for p in model.parameters())
+                    for name, model in suite[str(recipe["seeds"][0])].items()},
         data={"task": f"1-D linear regression, W ~ N(0, I), noise {recipe['noise']}",
               "train": "fresh tasks every step from torch.Generator().manual_seed(seed)",
               "validation": VALID},
