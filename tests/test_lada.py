@@ -333,3 +333,72 @@ def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
 def test_accuracy_checks_keep_valid_matrices():
     assert lada.forgetting(_GOOD_A) == pytest.approx(0.1)
     assert lada.new_task_share(torch.tensor([2, 1, 2]), torch.tensor([0, 1, 2]), [2]) == 0.5
+
+
+# --- issue 47: the official values, DPT's pooled null, more bad input ----------------------------
+
+def test_the_defaults_are_the_official_values():
+    """Old code: logit scale 16, lambda_1 = 8 and a variance floor of 1e-4 (official: CLIP's 100,
+    16 and scikit-learn's 1e-6, with eta = 64, lambda_2 = 4, alpha = beta = 1)."""
+    learner = lada.LADALearner(6)
+    assert learner.classifier.scale == 100.0 and learner.lam1 == 16 and learner.alpha == 1.0
+    assert learner.memory.beta == 1.0 and learner.bank.eta == 64.0 and learner.bank.n_components == 4
+    assert learner.bank.reg_covar == 1e-6 and learner.dpt == "class"
+    assert lada.CosineClassifier(6).scale == 100.0
+
+
+def test_the_scale_reaches_the_class_logits():
+    learner = lada.LADALearner(6, use_memory=False, use_dpt=False, scale=100.0, epochs=0)
+    learner.learn_task(_toy_task(0, 2))
+    v = _unit(torch.randn(3, 6, generator=torch.Generator().manual_seed(0)))
+    t = _unit(learner.classifier.frozen[0])
+    torch.testing.assert_close(learner.logits(v), 100.0 * v @ t.T)
+
+
+def test_pooled_dpt_keeps_rows_labels_and_weights_but_not_the_class_mixtures():
+    task = _toy_task(0, 3, n=20, spread=0.5)
+    bank = lada.DPTBank(n_components=2, eta=8.0)
+    bank.fit_classes(task.train_x, task.train_y)
+    x = task.train_x.double()
+    mean, sigma = bank.pooled_stats()
+    torch.testing.assert_close(mean.double(), x.mean(0), rtol=1e-5, atol=1e-5)
+    want = float(((x - x.mean(0)) ** 2).sum(1).mean() / x.shape[1]) ** 0.5
+    assert math.isclose(sigma, want, rel_tol=1e-6)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    fc, yc, wc = bank.sample(g1)
+    fp, yp, wp = bank.sample(g2, pooled=True)
+    assert fp.shape == fc.shape and torch.equal(yp, yc) and torch.equal(wp, wc)
+    # the same noise, around the pooled mean with the pooled spread instead of each component's
+    eps = (fc - bank.means) / bank.sigmas[:, None]
+    torch.testing.assert_close(fp, mean + sigma * eps, rtol=1e-4, atol=1e-4)
+
+
+def test_a_learner_with_pooled_dpt_runs_and_differs_from_class_dpt():
+    stream = [_toy_task(0, 3, seed=0, spread=1.5), _toy_task(3, 3, seed=5, spread=1.5)]
+    kw = dict(lam1=2, lam2=2, epochs=3, seed=0, eta=8.0)
+    a, b = lada.LADALearner(6, **kw), lada.LADALearner(6, dpt="pooled", **kw)
+    lada.run_stream(a, stream)
+    lada.run_stream(b, stream)
+    assert not torch.equal(a.classifier.frozen[1], b.classifier.frozen[1])
+    assert torch.equal(a.classifier.frozen[0], b.classifier.frozen[0])  # task 1: no DPT yet
+
+
+ISSUE47_BAD_INPUTS = [
+    (lambda **kw: lada.LADALearner(6, **kw), dict(scale=float("nan")), "scale"),
+    (lambda **kw: lada.LADALearner(6, **kw), dict(scale=0.0), "scale"),
+    (lambda **kw: lada.FineTuneSeq(6, **kw), dict(scale=float("inf")), "scale"),
+    (lambda **kw: lada.TaskAdapters(6, **kw), dict(scale=-1.0), "scale"),
+    (lambda **kw: lada.LADALearner(6, **kw), dict(lr=float("inf")), "lr"),
+    (lambda **kw: lada.LADALearner(6, **kw), dict(lam1=2.5), "lam1"),
+    (lambda **kw: lada.LADALearner(6, **kw), dict(lam2=0), "lam2"),
+    (lambda **kw: lada.LADALearner(6, **kw), dict(eta=float("nan")), "eta"),
+    (lambda **kw: lada.LADALearner(6, **kw), dict(dpt="shuffled"), "dpt"),
+    (lambda **kw: lada.DPTBank(**kw), dict(reg_covar=-1e-6), "reg_covar"),
+    (lambda **kw: lada.DPTBank(**kw), dict(reg_covar=float("nan")), "reg_covar"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", ISSUE47_BAD_INPUTS)
+def test_bad_settings_are_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)

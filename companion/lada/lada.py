@@ -4,7 +4,8 @@
   normalised features, trained during the class's task and frozen afterwards; logits
   eq. (lada-memory), summed per class by the block-diagonal map J of eq. (lada-sum);
 * :class:`CosineClassifier` -- one vector per class (the chapter's stand-in for CLIP's tuned text
-  prototypes), logits ``s * cos(v, t_c)`` of eq. (lada-logits), old vectors frozen;
+  prototypes), logits ``s * cos(v, t_c)`` of eq. (lada-logits) with CLIP's frozen scale s = 100 by
+  default, old vectors frozen;
 * :class:`DPTBank` -- distribution-preserved training: a spherical Gaussian mixture of lambda_2
   components per seen class, fitted on raw features, from which fresh pseudo-features of the old
   classes are drawn at every step, eq. (lada-dpt).
@@ -143,7 +144,7 @@ class LabelMemory(nn.Module):
 class CosineClassifier(nn.Module):
     """One vector t_c per class; logits s * cos(v, t_c). Old vectors frozen, current trainable."""
 
-    def __init__(self, dim: int, scale: float = 16.0):
+    def __init__(self, dim: int, scale: float = 100.0):
         super().__init__()
         self.dim = as_positive_int(dim, "dim")
         if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
@@ -186,13 +187,17 @@ class CosineClassifier(nn.Module):
 class DPTBank:
     """Per-class spherical GMMs of raw features: the statistics DPT keeps instead of images."""
 
-    def __init__(self, n_components: int = 4, eta: float = 64.0, seed: int = 42):
+    def __init__(self, n_components: int = 4, eta: float = 64.0, seed: int = 42, reg_covar: float = 1e-6):
         self.n_components = as_positive_int(n_components, "n_components")
         if not (isinstance(eta, (int, float)) and math.isfinite(eta) and eta > 0):
             raise ValueError(f"eta: expected a finite number > 0, got {eta!r}")
-        self.eta, self.seed = float(eta), seed
+        if not (isinstance(reg_covar, (int, float)) and math.isfinite(reg_covar) and reg_covar >= 0):
+            raise ValueError(f"reg_covar: expected a finite number >= 0, got {reg_covar!r}")
+        self.eta, self.seed, self.reg_covar = float(eta), seed, float(reg_covar)
         self.means = self.sigmas = self.pis = self.labels = None
         self.n_classes = 0
+        # pooled statistics of every raw feature fitted so far (the class-agnostic null of DPT)
+        self._count, self._sum, self._sumsq = 0, None, 0.0
 
     def __len__(self) -> int:
         """The number of stored components (one pseudo-feature each per step)."""
@@ -201,8 +206,9 @@ class DPTBank:
     def fit_classes(self, raw_feats: torch.Tensor, labels: torch.Tensor) -> None:
         """Fit lambda_2 spherical components per class (fewer, with a warning, for a class with fewer
         samples) on the raw, unnormalised features: means p_l, sigma_l^2 = Tr(Sigma_l)/d, weights pi_l.
-        The variance floor is 1e-4 (scikit-learn's default, which the official code keeps, is 1e-6),
-        so that a component holding a single sample keeps a visible, still negligible, spread."""
+        The variance floor ``reg_covar`` is scikit-learn's default 1e-6, which the official code keeps.
+        The pooled mean and spherical variance of all fitted features are kept for :meth:`sample`'s
+        ``pooled`` null."""
         from sklearn.mixture import GaussianMixture
 
         raw_feats = check_features(raw_feats, "raw_feats")
@@ -219,7 +225,7 @@ class DPTBank:
                 warnings.warn(f"class {c} has {len(xc)} samples < n_components={k}; fitting {len(xc)}")
                 k = len(xc)
             gmm = GaussianMixture(k, covariance_type="spherical", random_state=self.seed,
-                                  reg_covar=1e-4).fit(xc)
+                                  reg_covar=self.reg_covar).fit(xc)
             means.append(gmm.means_)
             sigmas.append(np.sqrt(gmm.covariances_))
             pis.append(gmm.weights_)
@@ -231,13 +237,32 @@ class DPTBank:
         self.means, self.sigmas, self.pis, self.labels = (
             n if o is None else torch.cat([o, n]) for o, n in zip(old, new))
         self.n_classes = classes[-1] + 1
+        self._count += len(x)
+        self._sum = x.sum(0) if self._sum is None else self._sum + x.sum(0)
+        self._sumsq += float((x ** 2).sum())
 
-    def sample(self, generator: torch.Generator | None = None):
+    def pooled_stats(self) -> tuple[torch.Tensor, float]:
+        """The mean and the spherical standard deviation (sqrt of Tr(Sigma)/d) of every raw
+        feature fitted so far, all classes pooled."""
+        if self.means is None:
+            raise RuntimeError("DPTBank: no class has been fitted yet")
+        mean = self._sum / self._count
+        var = max(self._sumsq / self._count - float((mean ** 2).sum()), 0.0) / len(mean)
+        return torch.tensor(mean, dtype=torch.float32, device=self.means.device), math.sqrt(var)
+
+    def sample(self, generator: torch.Generator | None = None, pooled: bool = False):
         """One fresh pseudo-feature per component, p~_l = p_l + sigma_l * eps, eps ~ N(0, I),
-        eq. (lada-dpt): ``(feats (P, d) raw, labels (P,), weights pi_l * eta (P,))``."""
+        eq. (lada-dpt): ``(feats (P, d) raw, labels (P,), weights pi_l * eta (P,))``.
+
+        ``pooled=True`` is DPT's null: the same rows, labels and weights, but every row drawn from
+        one spherical Gaussian fitted to all old features together, so no row carries its class's
+        distribution."""
         if self.means is None:
             raise RuntimeError("DPTBank: no class has been fitted yet")
         eps = torch.randn(self.means.shape, generator=generator, device=self.means.device)
+        if pooled:
+            mean, sigma = self.pooled_stats()
+            return mean + sigma * eps, self.labels, self.pis * self.eta
         return self.means + self.sigmas[:, None] * eps, self.labels, self.pis * self.eta
 
     def floats_per_class(self) -> float:

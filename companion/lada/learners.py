@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
+import math
+
 from companion.validation import as_choice, as_float_array, as_positive_int
 
 from .lada import CosineClassifier, DPTBank, LabelMemory, check_features, check_new_labels
@@ -42,14 +44,20 @@ def weighted_ce(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch
     return (nn.functional.cross_entropy(logits, y, reduction="none") * w).mean()
 
 
+def _check_scale(scale) -> float:
+    if isinstance(scale, bool) or not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale: expected a finite number > 0, got {scale!r}")
+    return float(scale)
+
+
 class _Learner:
     """Shared bookkeeping: input checks, the seen classes, the optimiser loop and its timing."""
 
     def __init__(self, dim: int, epochs: int = 30, lr: float = 1e-3, batch: int = 64, seed: int = 0):
         self.dim = as_positive_int(dim, "dim")
         self.epochs = as_positive_int(epochs, "epochs", minimum=0)
-        if not (isinstance(lr, (int, float)) and lr > 0):
-            raise ValueError(f"lr: expected a number > 0, got {lr!r}")
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+            raise ValueError(f"lr: expected a finite number > 0, got {lr!r}")
         self.lr, self.batch = float(lr), as_positive_int(batch, "batch")
         self.gen = torch.Generator().manual_seed(seed)
         self.n_classes, self.n_tasks = 0, 0
@@ -97,7 +105,7 @@ class FineTuneSeq(_Learner):
 
     def __init__(self, dim: int, scale: float = 16.0, **kw):
         super().__init__(dim, **kw)
-        self.scale = scale
+        self.scale = _check_scale(scale)
         self.weight = torch.zeros(0, dim)
         self.bias = torch.zeros(0)
 
@@ -160,7 +168,7 @@ class TaskAdapters(_Learner):
     def __init__(self, dim: int, select: str = "centroid", hidden: int = 32, scale: float = 16.0, **kw):
         super().__init__(dim, **kw)
         self.select = as_choice(select, "select", ("centroid", "confidence", "oracle"))
-        self.hidden, self.scale = as_positive_int(hidden, "hidden"), scale
+        self.hidden, self.scale = as_positive_int(hidden, "hidden"), _check_scale(scale)
         self.adapters, self.heads, self.keys, self.first = [], [], [], []
         self.last_selected: torch.Tensor | None = None
 
@@ -215,17 +223,22 @@ class TaskAdapters(_Learner):
 class LADALearner(_Learner):
     """The base framework (class vectors t_c, old ones frozen; cross-entropy over all seen classes),
     plus, when asked, LADA's label-specific memory (``use_memory``) and DPT (``use_dpt``):
-    logits eq. (lada-logits), loss eq. (lada-loss)."""
+    logits eq. (lada-logits), loss eq. (lada-loss).
 
-    def __init__(self, dim: int, use_memory: bool = True, use_dpt: bool = True, lam1: int = 8, lam2: int = 4,
-                 alpha: float = 1.0, beta: float = 1.0, eta: float = 64.0, scale: float = 16.0, **kw):
+    The defaults are the official ones: lambda_1 = 16, lambda_2 = 4, alpha = beta = 1, eta = 64 and
+    CLIP's logit scale s = 100. ``dpt="pooled"`` is DPT's null (:meth:`DPTBank.sample`)."""
+
+    def __init__(self, dim: int, use_memory: bool = True, use_dpt: bool = True, lam1: int = 16, lam2: int = 4,
+                 alpha: float = 1.0, beta: float = 1.0, eta: float = 64.0, scale: float = 100.0,
+                 dpt: str = "class", **kw):
         super().__init__(dim, **kw)
-        self.lam1 = as_positive_int(lam1, "lam1")
+        self.dpt = as_choice(dpt, "dpt", ("class", "pooled"))
+        self.lam1, self.lam2 = as_positive_int(lam1, "lam1"), as_positive_int(lam2, "lam2")
         if np.ndim(alpha) != 0:
             raise ValueError(f"alpha: expected a finite real number, got shape {np.shape(alpha)}")
         self.alpha = float(as_float_array(alpha, "alpha"))
         self.use_memory, self.use_dpt = bool(use_memory), bool(use_dpt)
-        self.classifier = CosineClassifier(dim, scale)
+        self.classifier = CosineClassifier(dim, _check_scale(scale))
         self.memory = LabelMemory(dim, beta) if use_memory else None
         self.bank = DPTBank(lam2, eta) if use_dpt else None
 
@@ -250,7 +263,7 @@ class LADALearner(_Learner):
         def loss(idx):
             feats, labels, weights = v[idx], y[idx], torch.ones(len(idx), device=x.device)
             if replay:  # fresh pseudo-features of every old class, at every step
-                p, py, pw = self.bank.sample(gen)
+                p, py, pw = self.bank.sample(gen, pooled=self.dpt == "pooled")
                 feats, labels, weights = torch.cat([_unit(p), feats]), torch.cat([py, labels]), torch.cat([pw, weights])
             return weighted_ce(self.logits(feats), labels, weights)
 
@@ -271,7 +284,7 @@ class LADALearner(_Learner):
 
 
 def step_seconds(enc, images: torch.Tensor, labels: torch.Tensor, mode: str, steps: int = 20,
-                 lam1: int = 8, batch: int = 64, seed: int = 0) -> float:
+                 lam1: int = 16, batch: int = 64, seed: int = 0) -> float:
     """Mean wall time of one training step of LADA's heads (class vectors and memory) on a batch of
     ``batch`` images of one task, in one of three regimes:
 
