@@ -7,20 +7,39 @@ import companion.icl_latents as il
 from companion.exercises import icl_latents as ex
 
 
-def test_mask_checker_accepts_the_package_and_names_mistakes():
-    assert ex.check_query_mask(il.implicit_mask).score == 2
+def _bottleneck_by_hand(n, m):
+    # built from the package's two masks: c and the context as in the context encoder, the
+    # queries as the predictor's query rows (z's column becomes c's)
+    size = 1 + n + m
+    mask = torch.ones(size, size, dtype=torch.bool)
+    mask[: 1 + n, : 1 + n] = il.context_mask(n)
+    pm = il.predictor_mask(m)
+    mask[1 + n:, 0] = pm[1:, 0]
+    mask[1 + n:, 1 + n:] = pm[1:, 1:]
+    return mask
+
+
+def test_bottleneck_checker_accepts_an_answer_built_from_the_package_and_names_mistakes():
+    assert ex.check_bottleneck_mask(_bottleneck_by_hand).score == 2
+    v = ex._mask_variants
     variants = {
-        "PyTorch's boolean": lambda n, m: ~il.implicit_mask(n, m),
-        "autoregressive": lambda n, m: torch.triu(torch.ones(n + m, n + m, dtype=torch.bool), 1),
-        "attend to themselves": lambda n, m: ex._mask_variants(n, m)["self"],
-        "attend to each other": lambda n, m: ex._mask_variants(n, m)["queries"],
-        "context tokens can read": lambda n, m: ex._mask_variants(n, m)["context"],
+        "PyTorch's boolean": lambda n, m: ~_bottleneck_by_hand(n, m),
+        "reads itself": lambda n, m: v(n, m)["c-self"],
+        "context tokens read the summary": lambda n, m: v(n, m)["context-reads-c"],
+        "bottleneck is gone": lambda n, m: v(n, m)["leak"],
+        "read c only": lambda n, m: v(n, m)["no-self"],
+        "attend to each other": lambda n, m: v(n, m)["queries"],
+        "reads the queries": lambda n, m: v(n, m)["c-reads-queries"],
     }
     for phrase, fn in variants.items():
-        report = ex.check_query_mask(fn)
+        report = ex.check_bottleneck_mask(fn)
         assert report.score == 0 and phrase in str(report), (phrase, str(report))
-    assert "boolean tensor" in str(ex.check_query_mask(lambda n, m: il.implicit_mask(n, m).float()))
-    assert "shape" in str(ex.check_query_mask(lambda n, m: il.implicit_mask(n, m)[:-1]))
+    assert "boolean tensor" in str(ex.check_bottleneck_mask(lambda n, m: _bottleneck_by_hand(n, m).float()))
+    assert "shape" in str(ex.check_bottleneck_mask(lambda n, m: _bottleneck_by_hand(n, m)[:-1]))
+    other = _bottleneck_by_hand(3, 2)
+    other[0, 4] = False
+    other[2, 5] = False
+    assert "entries differ" in str(ex.check_bottleneck_mask(lambda n, m: other if n == 3 else None))
 
 
 def test_bayes_checker_accepts_the_package_and_names_mistakes():

@@ -1,7 +1,7 @@
 """Checkers for the exercises of the chapter *ICL task latents*.
 
-* :func:`check_query_mask` -- exercise 1, the implicit transformer's attention mask
-  (label ``icl-implicit``), 2 points;
+* :func:`check_bottleneck_mask` -- exercise 1, the mask of a bottleneck model in one
+  transformer stack (labels ``icl-context``, ``icl-predict``), 2 points;
 * :func:`check_bayes_mean` -- exercise 2, the Bayes-optimal prediction of 1-D linear
   regression (``icl-bayes``), 2 points;
 * :func:`check_probe_r2` -- exercise 3, the held-out R^2 of a linear probe (``icl-probe``),
@@ -21,66 +21,98 @@ import torch
 from companion import icl_latents as il
 from companion.exercises import Report, eq
 
-__all__ = ["check_query_mask", "check_bayes_mean", "check_probe_r2"]
+__all__ = ["check_bottleneck_mask", "check_bayes_mean", "check_probe_r2"]
+
+
+def _bottleneck_want(n: int, m: int) -> torch.Tensor:
+    """The reference answer of exercise 1 (private): one stack over ``[c, e_1..e_n, q_1..q_m]``."""
+    want = torch.ones(1 + n + m, 1 + n + m, dtype=torch.bool)
+    want[: 1 + n, 1: 1 + n] = False  # c and the context read the context
+    want[1 + n:, 0] = False  # each query reads c ...
+    idx = torch.arange(1 + n, 1 + n + m)
+    want[idx, idx] = False  # ... and itself
+    return want
 
 
 def _mask_variants(n: int, m: int) -> dict[str, torch.Tensor]:
-    want = il.implicit_mask(n, m)
-    self_seen = want.clone()
-    self_seen[n:, n:] = ~torch.eye(m, dtype=torch.bool)
-    queries_see_queries = want.clone()
-    queries_see_queries[n:, n:] = False
-    return {
-        "want": want,
-        "inverted": ~want,
-        "causal": torch.triu(torch.ones(n + m, n + m, dtype=torch.bool), 1),
-        "self": self_seen,
-        "queries": queries_see_queries,
-        "context": torch.cat([torch.zeros(n, n + m, dtype=torch.bool), want[n:]]),
-        "none": torch.zeros(n + m, n + m, dtype=torch.bool),
-    }
+    want = _bottleneck_want(n, m)
+    c_self = want.clone()
+    c_self[0, 0] = False
+    ctx_reads_c = want.clone()
+    ctx_reads_c[1: 1 + n, 0] = False
+    leak = want.clone()
+    leak[1 + n:, 1: 1 + n] = False
+    no_self = want.clone()
+    idx = torch.arange(1 + n, 1 + n + m)
+    no_self[idx, idx] = True
+    queries = want.clone()
+    queries[1 + n:, 1 + n:] = False
+    c_reads_q = want.clone()
+    c_reads_q[0, 1 + n:] = False
+    return {"want": want, "inverted": ~want, "c-self": c_self, "context-reads-c": ctx_reads_c,
+            "leak": leak, "no-self": no_self, "queries": queries, "c-reads-queries": c_reads_q,
+            "none": torch.zeros_like(want)}
 
 
 _MASK_MISTAKES = {
     "inverted": "your mask is the *allowed* pattern. PyTorch's boolean attention masks mean "
                 "True = blocked: invert it.",
-    "causal": "this is an autoregressive (causal) mask. The context is a set, not a sequence: "
-              "context tokens read each other in both directions, and only query columns are "
-              "blocked, {eq}.",
-    "self": "your queries attend to themselves. In {eq} a query token reads the context only; "
-            "its own input reaches the output through the residual stream, and its key must not "
-            "compete with the context's in the softmax.",
-    "queries": "your queries attend to each other, so a query's answer depends on which other "
-               "queries are asked in the same batch. Block every query column, {eq}.",
-    "context": "context tokens can read the queries, so the summary of the context changes with "
-               "the questions asked. Block the query columns for every row, {eq}.",
-    "none": "nothing is blocked: every token reads every other one, {eq}.",
+    "c-self": "the summary token reads itself. In {ctx} no token reads c, c included: it only "
+              "gathers the context, and its own state carries on through the residual stream.",
+    "context-reads-c": "context tokens read the summary token, so the context's states, and "
+                       "through them z, depend on c's learned vector at every layer. Block "
+                       "column 0 for the context rows, {ctx}.",
+    "leak": "your queries read the context directly: the bottleneck is gone, since a query can "
+            "reach a context point without passing through c. In {pred} a query reads c and "
+            "itself only.",
+    "no-self": "your queries read c only. That is allowed by the rules of {pred}, but the "
+               "predictor lets each query read itself as well; unblock the diagonal of the "
+               "query rows.",
+    "queries": "your queries attend to each other, so an answer depends on which other queries "
+               "are asked with it. A query reads c and itself only, {pred}.",
+    "c-reads-queries": "the summary token reads the queries, so z changes with the questions "
+                       "asked, and every query reaches every other through c. Block the query "
+                       "columns of row 0, {ctx}.",
+    "none": "nothing is blocked: every token reads every other one, and the bottleneck of "
+            "{pred} is gone.",
 }
 
 
-def check_query_mask(implicit_mask: Callable) -> Report:
-    """Check ``implicit_mask(n, m)``: the ``(n+m, n+m)`` boolean mask of eq. (icl-implicit)."""
-    report = Report("Exercise 1 (the implicit transformer's mask)", points=2)
+def check_bottleneck_mask(bottleneck_mask: Callable) -> Report:
+    """Check ``bottleneck_mask(n, m)``: the ``(1+n+m, 1+n+m)`` boolean mask of one transformer
+    over ``[c, e_1..e_n, q_1..q_m]`` that keeps the rules of eqs. (icl-context) and
+    (icl-predict)."""
+    report = Report("Exercise 1 (a bottleneck in one stack)", points=2)
+    ctx, pred = eq("icl-context"), eq("icl-predict")
     for n, m in [(3, 2), (1, 1), (5, 4)]:
         what = f"n = {n} context tokens, m = {m} queries"
-        got = report.call(implicit_mask, n, m, what=what)
+        got = report.call(bottleneck_mask, n, m, what=what)
         if got is None:
             return report
         if not report.check(isinstance(got, torch.Tensor) and got.dtype == torch.bool,
                             f"{what}: expected a boolean tensor, got "
                             f"{getattr(got, 'dtype', type(got).__name__)}"):
             return report
-        if not report.check(tuple(got.shape) == (n + m, n + m),
-                            f"{what}: expected shape {(n + m, n + m)}, got {tuple(got.shape)}"):
+        size = 1 + n + m
+        if not report.check(tuple(got.shape) == (size, size),
+                            f"{what}: expected shape {(size, size)} (c, then the context, then "
+                            f"the queries), got {tuple(got.shape)}"):
             return report
         variants = _mask_variants(n, m)
         if torch.equal(got, variants["want"]):
             report.check(True, "")
             continue
         name = next((k for k, v in variants.items() if k != "want" and torch.equal(got, v)), None)
-        msg = (_MASK_MISTAKES[name].format(eq=eq("icl-implicit")) if name else
-               f"{int((got != variants['want']).sum())} entries differ from {eq('icl-implicit')}"
-               ": row i, column j is True when token i must not read token j.")
+        if name:
+            msg = _MASK_MISTAKES[name].format(ctx=ctx, pred=pred)
+        else:
+            i, j = (int(k) for k in (got != variants["want"]).nonzero()[0])
+            role = ["c" if k == 0 else "context token" if k <= n else "query" for k in (i, j)]
+            should = "blocked" if bool(variants["want"][i, j]) else "allowed"
+            msg = (f"{int((got != variants['want']).sum())} entries differ from the rules of "
+                   f"{ctx} and {pred} (row i, column j is True when token i must not read "
+                   f"token j); the first: row {i} ({role[0]}) reading column {j} "
+                   f"({role[1]}) should be {should}.")
         report.check(False, f"{what}: {msg}")
         return report
     return report
