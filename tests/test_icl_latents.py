@@ -434,6 +434,14 @@ ICL_BAD_INPUTS = [
                                n_range=(2, 3), m=1, seed=0, **kw), dict(lr=float("nan")), "lr"),
     (lambda **kw: tr.evaluate_mse(implicit(), il.LinearRegressionTask().sample(2, 3, 1), **kw), dict(chunk=0),
      "chunk"),
+    (lambda **kw: tr.evaluate_mse(implicit(), **kw), dict(batch=(_Z3, _Z3)), "batch"),
+    (lambda **kw: tr.evaluate_mse(implicit(), **kw),
+     dict(batch=il.TaskBatch(_Z3, _Z3, _Z3, torch.zeros(2, 2, 1), torch.zeros(2, 2))), "batch"),
+    (lambda **kw: tr.predict(implicit(), **kw), dict(batch=None), "batch"),
+    (lambda **kw: tr.load_suite(**kw), dict(path="/nonexistent/quick.pt"), "path"),
+    (lambda **kw: tr.build_models(tr.RECIPES["quick"]["model"], **kw), dict(models=("mlp",)), "models"),
+    (lambda **kw: il.collect_latents(explicit(), il.LinearRegressionTask(), n=4, **kw), dict(n_tasks=2.5),
+     "n_tasks"),
 ]
 
 

@@ -59,6 +59,8 @@ RECIPES = {
 
 def predict(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
     """``y_hat (B, m, dy)``; the true latent is handed only to a known-latent model."""
+    if not isinstance(batch, TaskBatch):
+        raise ValueError(f"batch: expected a TaskBatch, got {type(batch).__name__}")
     if isinstance(model, ExplicitModel) and model.context is None:
         return model(batch.x_c, batch.y_c, batch.x_q, w=batch.w)[0]
     return model(batch.x_c, batch.y_c, batch.x_q)[0]
@@ -68,6 +70,11 @@ def predict(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
 def evaluate_mse(model: nn.Module, batch: TaskBatch, chunk: int = 500) -> torch.Tensor:
     """Per-task query MSE ``(B,)``, computed in chunks of ``chunk`` tasks."""
     chunk = _count(chunk, "chunk")
+    if not isinstance(batch, TaskBatch):
+        raise ValueError(f"batch: expected a TaskBatch, got {type(batch).__name__}")
+    if batch.y_q.shape[:2] != batch.x_q.shape[:2]:
+        raise ValueError(f"batch: y_q {tuple(batch.y_q.shape)} does not match x_q "
+                         f"{tuple(batch.x_q.shape)}")
     model.eval()
     out = []
     for i in range(0, batch.x_c.shape[0], chunk):
