@@ -416,3 +416,20 @@ def test_time_steps_interleaves_and_counts_rounds():
         time_steps({}, torch.rand(4, 1, 8, 8))
     with pytest.raises(ValueError, match="rounds"):
         time_steps(methods, torch.rand(4, 1, 8, 8), rounds=0)
+
+
+def test_timing_in_a_fresh_process_returns_every_method():
+    from companion.ocl.timing import TIMED, time_in_subprocess
+    model = dict(img_size=16, patch=2, dim=8, depth=1, heads=2, mlp_ratio=2.0)
+    out = time_in_subprocess(model, batch=4, rounds=2, warmup=1)
+    assert set(out) == set(TIMED) and all(len(v) == 2 and min(v) > 0 for v in out.values())
+    with pytest.raises(RuntimeError, match="mask_ratio"):  # 16 tokens: r = 0.9 keeps none
+        time_in_subprocess(dict(model, img_size=8), batch=4, rounds=1, warmup=0)
+    with pytest.raises(ValueError, match="batch"):
+        time_in_subprocess({}, batch=1)
+
+
+def test_official_base_rates():
+    from companion.ocl.train import OFFICIAL, official_base_lr
+    assert official_base_lr("OCL") == OFFICIAL["base_lr"] == 5e-5
+    assert official_base_lr("MAE") == OFFICIAL["mae_base_lr"] == 1.5e-4

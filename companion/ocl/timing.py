@@ -42,9 +42,11 @@ def time_in_subprocess(model: dict, batch: int = 32, rounds: int = 20, warmup: i
     batch = as_positive_int(batch, "batch", minimum=2)
     rounds, warmup = as_positive_int(rounds, "rounds"), as_positive_int(warmup, "warmup", minimum=0)
     args = json.dumps(dict(model=model, batch=batch, rounds=rounds, warmup=warmup, seed=seed))
-    out = subprocess.run([sys.executable, "-m", "companion.ocl.timing", args], check=True,
+    out = subprocess.run([sys.executable, "-m", "companion.ocl.timing", args],
                          capture_output=True, text=True, timeout=timeout,
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if out.returncode:
+        raise RuntimeError("the timing process failed: " + out.stderr.strip()[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
