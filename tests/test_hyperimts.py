@@ -607,3 +607,17 @@ def test_pbcseq_training_runs_and_the_entry_point_writes_its_checkpoint(tmp_path
     key = hx.model_key("GRU-D", 2024)
     got = hx.evaluate(models[key], val.batches(256))["mse"]
     assert got == pytest.approx(record["histories"][key]["best_val"], rel=1e-5)
+
+
+def test_a_variable_without_its_history_keeps_its_queries(data):
+    b = data.select(range(3))
+    cut = hx.without_history_of(b, [0, 2])
+    gone = ~b.is_query & ((b.var == 0) | (b.var == 2))
+    assert cut.n_samples == 3 and cut.n_nodes == b.n_nodes - int(gone.sum())
+    assert int(cut.is_query.sum()) == int(b.is_query.sum())
+    assert not bool((~cut.is_query & ((cut.var == 0) | (cut.var == 2))).any())
+    for bad in ([], [6], [-1], [0.5]):
+        with pytest.raises(ValueError, match="^variables"):
+            hx.without_history_of(b, bad)
+    with pytest.raises(ValueError, match="^batch"):
+        hx.without_history_of("batch", [0])

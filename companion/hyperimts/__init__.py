@@ -3,7 +3,8 @@
 * :mod:`.model` -- the hypergraph, scatter softmax, the node attention, the HyperIMTS model;
 * :mod:`.baselines` -- last value, history mean, GRU-D and mTAN-lite (padded), GraFITi (bipartite graph);
 * :mod:`.train` -- the shared training loop and metrics, the chapter's models and checkpoints;
-* :mod:`.cost` -- wall time and peak memory of a training step.
+* :mod:`.cost` -- wall time and peak memory of a training step;
+* :mod:`.clinical` -- the pbcseq clinic visits (real irregular lab series) and the models trained on them.
 
 The data (generator, CSV loader, flat and padded batches) live in :mod:`companion.data.imts`.
 """
@@ -19,6 +20,7 @@ from companion.hyperimts.model import (
     NodeAttention,
     build_hypergraph,
     incidence_matrices,
+    GATES,
     masked_mse,
     segment_softmax,
 )
@@ -27,9 +29,10 @@ __all__ = ["HyperIMTS", "Hypergraph", "HyperedgeAttention", "NodeAttention", "Ir
            "build_hypergraph", "incidence_matrices", "segment_softmax", "GRUD", "MTANLite", "GraFITi",
            "last_value", "history_mean", "fit", "evaluate", "masked_mse", "step_cost", "PeakMemory", "MODELS",
            "RECIPES", "make_splits", "load_or_train", "trained", "model_key", "pooled_mse", "mean_ci",
-           "evaluate_all"]
+           "evaluate_all", "model_seeds", "lr_factor", "data_seed", "GATES", "without_history_of", "build_models"]
 
 # the training entry point is imported on first use (see companion.checkpoints.lazy_exports)
 __getattr__ = lazy_exports(__name__, "train", ("MODELS", "RECIPES", "evaluate", "evaluate_all", "fit",
                                                "load_or_train", "make_splits", "mean_ci", "model_key",
-                                               "pooled_mse", "trained"))
+                                               "pooled_mse", "trained", "model_seeds", "lr_factor", "data_seed",
+                                               "without_history_of", "build_models"))

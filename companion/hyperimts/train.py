@@ -35,7 +35,7 @@ from .baselines import GRUD, GraFITi, MTANLite
 from .model import HyperIMTS, masked_mse
 
 __all__ = ["fit", "evaluate", "MODELS", "RECIPES", "make_splits", "build_models", "model_seeds", "lr_factor",
-           "data_seed",
+           "data_seed", "without_history_of",
            "load_or_train", "trained", "train_all", "pooled_mse", "mean_ci", "model_key",
            "evaluate_all", "CHECKPOINTS"]
 
@@ -350,6 +350,20 @@ def evaluate_all(models: torch.nn.ModuleDict, record: dict, splits: dict, seeds,
                              val=evaluate(net, val.batches(256))["mse"],
                              recorded_val=record["histories"][model_key(name, seed)]["best_val"]))
     return rows
+
+
+def without_history_of(batch: IMTSBatch, variables) -> IMTSBatch:
+    """``batch`` with the history rows of ``variables`` removed (their queries, if any, kept): what a
+    model forecasts when it cannot see those variables' past. Every sample keeps its queries."""
+    if not isinstance(batch, IMTSBatch):
+        raise ValueError(f"batch: expected an IMTSBatch, got {type(batch).__name__}")
+    ids = np.asarray(list(variables))
+    if ids.size == 0 or ids.dtype.kind not in "iu" or ids.min() < 0 or ids.max() >= batch.n_vars:
+        raise ValueError(f"variables: expected variable ids in 0..{batch.n_vars - 1}, got {list(variables)!r}")
+    keep = (batch.is_query | ~torch.isin(batch.var, torch.as_tensor(ids, device=batch.device))).cpu().numpy()
+    rows = {k: getattr(batch, k).cpu().numpy()[keep] for k in ("sample", "time", "var", "value", "is_query")}
+    return IMTSBatch.from_rows(rows["sample"], rows["time"], rows["var"], rows["value"], rows["is_query"],
+                               batch.n_vars).to(batch.device)
 
 
 def _log_progress(runs, desc, total):
