@@ -10,6 +10,7 @@ from sklearn.cluster import KMeans
 
 import companion.lada as lada
 from companion.lada.data import Task
+from companion.lada.lada import kmeans_centres
 
 torch.set_num_threads(1)
 
@@ -401,4 +402,36 @@ ISSUE47_BAD_INPUTS = [
 @pytest.mark.parametrize("fn, kwargs, name", ISSUE47_BAD_INPUTS)
 def test_bad_settings_are_refused_naming_the_argument(fn, kwargs, name):
     with pytest.raises(ValueError, match=name):
+        fn(**kwargs)
+
+
+_IMAGES, _IDS = torch.zeros(4, 1, 16, 16), torch.tensor([0, 1, 0, 1])
+
+ISSUE47_BAD_DATA = [
+    (lambda **kw: lada.build_stream(**kw), dict(seed=0.5), "seed"),
+    (lambda **kw: lada.pretrain_encoder(y=_IDS, epochs=1, **kw),
+     dict(x=torch.full((4, 1, 16, 16), float("nan"))), "x"),
+    (lambda **kw: lada.pretrain_encoder(x=_IMAGES, epochs=1, **kw), dict(y=_IDS.float()), "y"),
+    (lambda **kw: lada.pretrain_encoder(x=_IMAGES, epochs=1, **kw), dict(y=_IDS - 1), "y"),
+    (lambda **kw: lada.extract_features(lada.GlyphCNN(), **kw),
+     dict(x=torch.full((2, 1, 16, 16), float("inf"))), "x"),
+    (lambda **kw: lada.task_recall(true=torch.tensor([0, 1]), **kw),
+     dict(selected=torch.tensor([0.0, 1.0])), "selected"),
+    (lambda **kw: lada.new_task_share(torch.tensor([0, 1]), torch.tensor([0, 1]), **kw),
+     dict(new_classes=[]), "new_classes"),
+    (lambda **kw: lada.weighted_ce(torch.zeros(3, 2), torch.zeros(3, dtype=torch.int64), **kw),
+     dict(w=torch.ones(2)), "w"),
+    (lambda **kw: lada.weighted_ce(torch.zeros(3, 2), torch.zeros(3, dtype=torch.int64), **kw),
+     dict(w=torch.tensor([1.0, float("nan"), 1.0])), "w"),
+    (lambda **kw: lada.class_means(torch.ones(3, 2), torch.zeros(3, dtype=torch.int64), **kw),
+     dict(classes=[0, 1]), "classes"),
+    (lambda **kw: kmeans_centres(np.random.rand(10, 3), **kw), dict(k=2.5), "k"),
+    (lambda **kw: kmeans_centres(k=2, **kw), dict(x=np.full((10, 3), np.nan)), "x"),
+    (lambda **kw: lada.last(**kw), dict(A=[[0.5], [0.2, 0.3]]), "A"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", ISSUE47_BAD_DATA)
+def test_bad_data_is_refused_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=rf"^{name}"):
         fn(**kwargs)

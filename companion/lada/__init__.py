@@ -12,9 +12,11 @@ Layout (equation labels are those of the chapter):
 * :mod:`.data`     -- glyphs rendered from matplotlib's fonts, scikit-learn's digits, the stream;
 * :mod:`.encoder`  -- the frozen encoder E (pre-trained on held-out classes) and feature caching;
 * :mod:`.lada`     -- :class:`LabelMemory` (eq. (lada-memory), (lada-sum)), :class:`CosineClassifier`
-  and :class:`DPTBank` (eq. (lada-dpt));
+  and :class:`DPTBank` (eq. (lada-dpt); ``sample(pooled=True)`` is DPT's null, every pseudo-feature
+  drawn from one Gaussian of all old features);
 * :mod:`.learners` -- FT-seq, NCM, task adapters with a selector, and LADA with its ablations
-  (eq. (lada-logits), (lada-loss));
+  (eq. (lada-logits), (lada-loss)), at the official values by default (s = 100, lambda_1 = 16,
+  lambda_2 = 4, eta = 64, alpha = beta = 1);
 * :mod:`.metrics`  -- the accuracy matrix over the stream, Last, forgetting (eq. (lada-forgetting)),
   task recall and the new-task share.
 

@@ -149,7 +149,7 @@ def build_stream(seed: int = 0, scale: str = "quick", order="I") -> list[Task]:
     ``TEST_FONTS`` x ``test_letters`` variants for testing.
     """
     cfg = _SCALES[as_choice(scale, "scale", tuple(_SCALES))]
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(as_positive_int(seed, "seed", minimum=0))
     digits_x, digits_y = handwritten_digits()
     tasks, first_id = [], 0
     for k in _task_order(order):

@@ -37,6 +37,15 @@ class GlyphCNN(nn.Module):
         return self.body(x)
 
 
+def _check_images(x) -> None:
+    """``x``: a finite float tensor of images ``(N, 1, 16, 16)``."""
+    if not isinstance(x, torch.Tensor) or x.ndim != 4 or tuple(x.shape[1:]) != (1, 16, 16):
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x: expected images of shape (N, 1, 16, 16), got {shape}")
+    if not x.dtype.is_floating_point or not torch.isfinite(x).all():
+        raise ValueError(f"x: expected finite float images (no NaN or inf), got dtype {x.dtype}")
+
+
 def pretrain_encoder(x: torch.Tensor, y: torch.Tensor, epochs: int = 3, seed: int = 0,
                      feat_dim: int = 128, batch: int = 128, lr: float = 1e-3) -> GlyphCNN:
     """Train E with a temporary linear head by cross-entropy (Adam), then freeze it (eval mode,
@@ -44,6 +53,12 @@ def pretrain_encoder(x: torch.Tensor, y: torch.Tensor, epochs: int = 3, seed: in
     epochs = as_positive_int(epochs, "epochs")
     if len(x) == 0 or len(x) != len(y):
         raise ValueError(f"x, y: expected the same non-zero length, got {len(x)} and {len(y)}")
+    _check_images(x)
+    if not isinstance(y, torch.Tensor) or y.ndim != 1 or y.dtype.is_floating_point or y.dtype == torch.bool:
+        raise ValueError(f"y: expected a 1-D integer tensor of class ids, got "
+                         f"{y.dtype if isinstance(y, torch.Tensor) else type(y).__name__}")
+    if int(y.min()) < 0:
+        raise ValueError(f"y: class ids must be >= 0, got {int(y.min())}")
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     enc = GlyphCNN(feat_dim).to(x.device)
@@ -65,6 +80,7 @@ def extract_features(enc: GlyphCNN, x: torch.Tensor, batch: int = 512) -> torch.
     """Raw (unnormalised) features v = E(x), ``(N, feat_dim)``, computed once and cached."""
     if len(x) == 0:
         raise ValueError("x: expected at least one image, got none")
+    _check_images(x)
     return torch.cat([enc(x[i: i + batch]) for i in range(0, len(x), batch)])
 
 

@@ -69,6 +69,10 @@ def kmeans_centres(x: np.ndarray, k: int, seed: int = 42) -> np.ndarray:
     chapter cluster the same class's features once, not once per learner."""
     from sklearn.cluster import KMeans
 
+    k = as_positive_int(k, "k")
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 2 or len(x) == 0 or not np.isfinite(x).all():
+        raise ValueError(f"x: expected a non-empty finite (n, d) array, got shape {x.shape}")
     key = (hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest(), int(k), int(seed))
     if key not in _KMEANS:
         if len(_KMEANS) > 4096:

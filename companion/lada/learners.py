@@ -35,12 +35,20 @@ def _unit(v: torch.Tensor) -> torch.Tensor:
 
 def class_means(v_norm: torch.Tensor, y: torch.Tensor, classes: list[int]) -> torch.Tensor:
     """Normalised mean of the normalised features of each class, ``(len(classes), d)``."""
+    empty = [c for c in classes if not bool((y == c).any())]
+    if empty:
+        raise ValueError(f"classes: no sample of class {empty[0]} among the labels y")
     return _unit(torch.stack([v_norm[y == c].mean(0) for c in classes]))
 
 
 def weighted_ce(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """(1/N) sum_i w_i CE(logits_i, y_i): the weighted cross-entropy of eq. (lada-loss), divided by
     the number of rows N (not by the sum of the weights)."""
+    if logits.ndim != 2 or y.shape != (len(logits),) or w.shape != (len(logits),):
+        raise ValueError(f"w: expected logits (N, C) with y and w of shape (N,), got {tuple(logits.shape)}, "
+                         f"{tuple(y.shape)} and {tuple(w.shape)}")
+    if not torch.isfinite(w).all() or bool((w < 0).any()):
+        raise ValueError("w: expected finite weights >= 0 (found NaN, inf or a negative weight)")
     return (nn.functional.cross_entropy(logits, y, reduction="none") * w).mean()
 
 

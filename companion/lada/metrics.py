@@ -17,7 +17,10 @@ __all__ = ["StreamResult", "run_stream", "last", "forgetting", "average_incremen
 
 def check_accuracy_matrix(A) -> np.ndarray:
     """``A`` as a square float array of at least 2 tasks, finite on and below the diagonal."""
-    A = np.asarray(A, dtype=float)
+    try:
+        A = np.asarray(A, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"A: expected a square (K, K) array of accuracies, got {type(A).__name__}") from None
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 2:
         raise ValueError(f"A: expected a square (K, K) accuracy matrix with K >= 2, got shape {A.shape}")
     low = np.tril(np.ones_like(A, dtype=bool))
@@ -56,6 +59,9 @@ def task_recall(selected, true) -> float:
     if selected.shape != true.shape or selected.numel() == 0:
         raise ValueError(f"selected: expected the non-empty shape of true {tuple(true.shape)}, "
                          f"got {tuple(selected.shape)}")
+    for name, t in (("selected", selected), ("true", true)):
+        if t.dtype.is_floating_point or t.dtype == torch.bool or t.is_complex():
+            raise ValueError(f"{name}: expected integer task ids, got dtype {t.dtype}")
     return float((selected == true).double().mean())
 
 
@@ -66,6 +72,8 @@ def new_task_share(pred: torch.Tensor, y: torch.Tensor, new_classes: list[int]) 
         raise ValueError(f"y: expected a 1-D tensor of labels, got shape {tuple(y.shape)}")
     if pred.shape != y.shape:
         raise ValueError(f"pred: expected the shape of y {tuple(y.shape)}, got {tuple(pred.shape)}")
+    if len(new_classes) == 0:
+        raise ValueError("new_classes: expected the ids of at least one new class, got none")
     new = torch.tensor(new_classes, device=y.device)
     old = ~torch.isin(y, new)
     if not old.any():
