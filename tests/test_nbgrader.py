@@ -7,6 +7,7 @@ the feedback), one hands exercise 1 to the package function that answers it (0 f
 exercise). On the first chapter, two more try to fake the grade from a solution cell: one patches
 ``Report.__repr__`` to print full marks, one replaces the chapter's checkers by ones that always
 pass; both get 0, because the grade is decided in a fresh process (:mod:`companion.exercises.grade`).
+A last one answers correctly with a function that also logs to stderr: every point.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ CHAPTERS = {
 }
 REPR_PATCH = ("from companion.exercises import Report\n"
               "Report.__repr__ = lambda self: f'{self.points:g}'\n")
+STDERR_TOO = ("\n\n_kl_hat = kl_hat\n\n\ndef kl_hat(eps, n):\n    import logging\n\n"
+              "    logging.warning('a line on stderr does not cost points')\n    return _kl_hat(eps, n)")
 CHECKER_PATCH = ("import companion.exercises as _exercises\n"
                  "for _name in [n for n in dir(ex) if n.startswith('check_')]:\n"
                  "    setattr(ex, _name, lambda *a, **k: _exercises.Report('faked', points=3, checks=1))\n")
@@ -77,6 +80,7 @@ def _submissions(course: Path, slug: str) -> dict[str, float]:
         stubbed = [release.cells[i].source for i in stubs]
         students["repr-patch"] = ([REPR_PATCH + stubbed[0], *stubbed[1:]], 0.0)
         students["checker-patch"] = ([CHECKER_PATCH + stubbed[0], *stubbed[1:]], 0.0)
+        students["stderr"] = ([correct[0] + STDERR_TOO, *correct[1:]], float(sum(points)))
     expected = {}
     for student, (cells, score) in students.items():
         nb = nbformat.read(course / "release" / slug / f"{slug}.ipynb", as_version=4)
