@@ -253,8 +253,8 @@ def test_survivors_prefer_distinct_tours_and_survive_a_population_of_copies():
 def test_budget_is_counted_exactly(policy):
     coords = ngs.generate_tsp(3, 6, seed=6)  # 6 cities: only 60 distinct tours, so duplicates abound
     gen = torch.Generator().manual_seed(0)
-    for budget, cfg in ((200, ngs.NGSConfig()), (120, ngs.NGSConfig(pop_size=70, n_offspring=20)),
-                        (100, ngs.NGSConfig(logits="uniform")), (100, ngs.NGSConfig(parents="random"))):
+    for budget, cfg in ((300, ngs.NGSConfig()), (120, ngs.NGSConfig(pop_size=70, n_offspring=20)),
+                        (200, ngs.NGSConfig(logits="uniform")), (200, ngs.NGSConfig(parents="random"))):
         before = policy.decoded
         res = ngs.ngs_search(policy, coords, budget, cfg, gen)
         assert res.n_decoded == budget == policy.decoded - before == res.decoded[-1] and res.all_valid
@@ -329,3 +329,197 @@ def test_full_scale_trains_instead_of_loading(monkeypatch):
     pol, meta = ngs.load_or_train("full")
     assert meta["source"] == "trained in this run" and meta["history"]["step"][-1] == 2
     assert pol.config["d_model"] == 16 and not pol.training
+
+
+def test_the_50_city_recipe_starts_from_the_20_city_weights(tmp_path):
+    """--scale tsp50 writes tsp50.pt; its record names the starting checkpoint and its hash."""
+    import hashlib
+
+    assert train.main(["--scale", "tsp50", "--steps", "1", "--out", str(tmp_path)]) == 0
+    meta = json.loads((tmp_path / "tsp50.json").read_text())
+    assert meta["recipe"]["n"] == 50 and meta["recipe"]["init"] == "tsp20.pt"
+    assert meta["data"]["validation"]["n"] == 50
+    sha = hashlib.sha256((train.CHECKPOINTS / "tsp20.pt").read_bytes()).hexdigest()
+    assert meta["init"]["sha256"] == sha
+    pol, _ = ngs.load_policy(tmp_path / "tsp50.pt")
+    ngs.check_tours(pol.rollout(ngs.generate_tsp(1, 50, 0), 2).tours, 50)
+
+
+def test_init_loads_the_starting_weights_before_training():
+    torch.manual_seed(1)
+    pol = ngs.AttentionPolicy()
+    ref, _ = ngs.load_policy()
+    hist = ngs.train_pomo(pol, n=6, steps=1, batch_size=1, lr=1e-12, seed=0, init="tsp20.pt")
+    # one step at a vanishing learning rate: the weights are (almost) the shipped ones
+    assert hist["step"] == [1]
+    for a, b in zip(pol.state_dict().values(), ref.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_shipped_50_city_checkpoint_is_trained_at_50_cities():
+    pol, meta = ngs.load_or_train("quick", n=50)
+    assert meta["recipe"]["n"] == 50 and meta["recipe"]["init"] == "tsp20.pt"
+    assert re_commit(meta["commit"]) and meta["training_seconds"] > 0
+    assert (train.CHECKPOINTS / "tsp50.pt").stat().st_size < 5e6
+    ref20, _ = ngs.load_policy()
+    coords = ngs.generate_tsp(8, 50, seed=99)
+    g50 = ngs.greedy_multistart(pol, coords, augment=False).best_len.mean()
+    g20 = ngs.greedy_multistart(ref20, coords, augment=False).best_len.mean()
+    assert g50 < g20  # training at the test size shortened the greedy tours
+
+
+def re_commit(commit):
+    import re
+
+    return re.fullmatch(r"[0-9a-f]{40}", commit) is not None
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(n=20.0), "n"), (dict(n=2), "n"), (dict(steps=0), "steps"), (dict(steps=1.5), "steps"),
+    (dict(batch_size=True), "batch_size"), (dict(lr=float("nan")), "lr"), (dict(lr=0.0), "lr"),
+])
+def test_bad_training_arguments_raise_naming_the_argument(kw, name):
+    args = dict(n=6, steps=1, batch_size=1, lr=1e-3) | kw
+    with pytest.raises(ValueError, match=f"^{name}"):
+        ngs.train_pomo(ngs.AttentionPolicy(d_model=16, n_layers=1, n_heads=2), **args)
+
+
+def test_load_or_train_refuses_unknown_sizes_and_scales():
+    with pytest.raises(ValueError, match="^n"):
+        ngs.load_or_train("quick", n=30)
+    with pytest.raises(ValueError, match="^scale"):
+        ngs.load_or_train("huge")
+
+
+# --- the official ACO update, tuning, bad inputs (second pass) -------------------------------------
+
+def test_aco_follows_the_official_ant_system_update(policy, monkeypatch):
+    """tau starts at 1; each ant deposits Q ((R - min R)/(max R - min R))^2, Q = 1/(A decay), on
+    the directed edges of its path (the official update skips the closing edge)."""
+    coords = ngs.generate_tsp(1, 6, seed=3)
+    seen = []
+    real = search._policy_decode
+
+    def spy(pol, c, S, valid, **kw):
+        seen.append(kw["edge_logits"].clone())
+        out = real(pol, c, S, valid, **kw)
+        seen.append(out.tours.clone())
+        return out
+
+    monkeypatch.setattr(search, "_policy_decode", spy)
+    cfg = ngs.ACOConfig(n_ants=4, temperature=0.5)
+    ngs.aco_search(policy, coords, 8, cfg, torch.Generator().manual_seed(0))
+    assert torch.equal(seen[0], torch.zeros(1, 6, 6))  # log 1 = 0 on every edge at the start
+    tours = seen[1][0]
+    R = -ngs.tour_length(coords, tours[None])[0].double()
+    dep = ((R - R.min()) / (R.max() - R.min())) ** 2 / (4 * 0.95)
+    tau = torch.full((6, 6), 0.95, dtype=torch.float64)
+    for k in range(4):
+        for a, b in zip(tours[k, :-1].tolist(), tours[k, 1:].tolist()):
+            tau[a, b] += dep[k]
+    # the decoder divides scores by T, so the pheromone term arrives multiplied by T
+    assert torch.allclose(seen[2][0].double(), (0.5 * tau.log()).float().double(), atol=1e-6)
+
+
+def test_tuning_runs_every_temperature_and_method(policy):
+    coords = ngs.generate_tsp(3, 7, seed=4)
+    for method, cfg in (("sampling", None), ("ngs", ngs.NGSConfig(pop_size=10, n_offspring=10)),
+                        ("aco", ngs.ACOConfig(n_ants=10))):
+        scores = ngs.tune_temperature(policy, coords, 40, (0.5, 1.0), seed=0, method=method, config=cfg)
+        assert list(scores) == [0.5, 1.0] and all(np.isfinite(list(scores.values())))
+    # one temperature: the batched run is the plain run from the same seed, exactly
+    one = ngs.tune_temperature(policy, coords, 40, (0.7,), seed=1)
+    plain = ngs.sample_search(policy, coords, 40, temperature=0.7, block=40,
+                              generator=torch.Generator().manual_seed(1))
+    assert one[0.7] == pytest.approx(float(plain.best_len.mean()), abs=1e-6)
+    # several: each copy of the instances is decoded at its own temperature (a hot sampler
+    # on a random tiny policy finds tours no better than a cool one does)
+    many = ngs.tune_temperature(policy, coords, 40, (0.05, 1e3), seed=1)
+    assert list(many) == [0.05, 1e3] and many[0.05] != many[1e3]
+
+
+def test_per_instance_temperatures_match_separate_runs(policy):
+    """A (B,) temperature tensor decodes each instance at its own temperature."""
+    coords = ngs.generate_tsp(2, 8, seed=6)
+    low = policy.rollout(coords, 64, temperature=torch.tensor([0.05, 0.05]),
+                         generator=torch.Generator().manual_seed(0))
+    mixed = policy.rollout(coords, 64, temperature=torch.tensor([0.05, 50.0]),
+                           generator=torch.Generator().manual_seed(0))
+    assert torch.equal(low.tours[0], mixed.tours[0])  # instance 0 unchanged by instance 1's T
+    assert len(set(map(tuple, mixed.tours[1].tolist()))) > len(set(map(tuple, low.tours[1].tolist())))
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda p, c: p.rollout(c, 2, temperature=float("inf")), "temperature"),
+    (lambda p, c: p.rollout(c, 2, temperature=True), "temperature"),
+    (lambda p, c: p.rollout(c, 2, temperature=torch.tensor([1.0])), "temperature"),
+    (lambda p, c: p.rollout(c, 2, temperature=torch.tensor([1.0, float("nan")])), "temperature"),
+    (lambda p, c: p.rollout(c, 2.5), "num_samples"),
+    (lambda p, c: p.rollout(c, 2, start_nodes=torch.full((2, 2), 6)), "start_nodes"),
+    (lambda p, c: p.rollout(c, 2, start_nodes=torch.zeros(2, 2)), "start_nodes"),
+    (lambda p, c: p.rollout(c, 2, allowed=torch.full((2, 2, 6, 4), 9)), "allowed"),
+    (lambda p, c: p.rollout(c, 2, allowed=torch.zeros(2, 2, 6, 4)), "allowed"),
+    (lambda p, c: p.rollout(c, 2, edge_logits=torch.full((2, 6, 6), float("nan"))), "edge_logits"),
+    (lambda p, c: p.rollout(c, 2, mutation_rate=float("nan")), "mutation_rate"),
+    (lambda p, c: ngs.sample_search(p, c, 0), "budget"),
+    (lambda p, c: ngs.sample_search(p, c, 10, block=3), "budget"),
+    (lambda p, c: ngs.sample_search(p, c, 10.0, block=5), "budget"),
+    (lambda p, c: ngs.greedy_multistart(p, c, augment="yes"), "augment"),
+    (lambda p, c: ngs.ngs_search(p, c, 100, ngs.NGSConfig(temperature=float("inf"))), "temperature"),
+    (lambda p, c: ngs.ngs_search(p, c, 100, ngs.NGSConfig(rank_coef=float("nan"))), "rank_coef"),
+    (lambda p, c: ngs.ngs_search(p, c, 100, ngs.NGSConfig(pop_size=10.5)), "pop_size"),
+    (lambda p, c: ngs.ngs_search(p, c, 100, ngs.NGSConfig(logits="random")), "logits"),
+    (lambda p, c: ngs.ngs_search(p, c, 100, ngs.NGSConfig(parents="best")), "parents"),
+    (lambda p, c: ngs.ngs_search(p, c, 100, {"pop_size": 10}), "config"),
+    (lambda p, c: ngs.aco_search(p, c, 100, ngs.ACOConfig(alpha=float("nan"))), "alpha"),
+    (lambda p, c: ngs.aco_search(p, c, 100, ngs.ACOConfig(tau0=float("inf"))), "tau0"),
+    (lambda p, c: ngs.aco_search(p, c, 100, ngs.ACOConfig(tau0=0.0)), "tau0"),
+    (lambda p, c: ngs.aco_search(p, c, 100, ngs.ACOConfig(Q=-1.0)), "Q"),
+    (lambda p, c: ngs.aco_search(p, c, 100, ngs.ACOConfig(decay=float("nan"))), "decay"),
+    (lambda p, c: ngs.aco_search(p, c, 100, ngs.ACOConfig(n_ants=0)), "n_ants"),
+    (lambda p, c: ngs.tune_temperature(p, c, 10, ()), "temperatures"),
+    (lambda p, c: ngs.tune_temperature(p, c, 10, (0.5, -1.0)), "temperatures"),
+    (lambda p, c: ngs.tune_temperature(p, c, 10, (0.5, 0.5)), "temperatures"),
+    (lambda p, c: ngs.tune_temperature(p, c, 10, "hot"), "temperatures"),
+    (lambda p, c: ngs.tune_temperature(p, c, 10, (1.0,), method="beam"), "method"),
+    (lambda p, c: ngs.tune_temperature(p, c, 10, (1.0,), method="aco", config=ngs.NGSConfig()),
+     "config"),
+])
+def test_bad_decoder_and_search_inputs_raise_naming_the_argument(policy, call, name):
+    coords = ngs.generate_tsp(2, 6, seed=0)
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call(policy, coords)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: search.neighbour_table(torch.tensor([[[0, 1, 2, 2]]])), "tours"),
+    (lambda: search.neighbour_table(torch.tensor([[[0.0, 1.0, 2.0]]])), "tours"),
+    (lambda: search.neighbour_table(torch.tensor([[0, 1, 2]])), "tours"),
+    (lambda: search.parent_neighbours(torch.arange(4).expand(1, 2, 4), torch.tensor([[[0, 2]]])),
+     "parents"),
+    (lambda: search.parent_neighbours(torch.arange(4).expand(1, 2, 4), torch.tensor([[[0.0, 1.0]]])),
+     "parents"),
+    (lambda: search.parent_neighbours(torch.arange(4).expand(1, 2, 4), torch.tensor([[0, 1]])),
+     "parents"),
+    (lambda: search.edge_hash(torch.tensor([0, 1, 5])), "tours"),
+    (lambda: search.edge_hash([0, 1, 2]), "tours"),
+    (lambda: search.parent_weights(torch.tensor([[1.0, float("nan")]]), torch.tensor([[1, 2]]), 0.1),
+     "costs"),
+    (lambda: search.parent_weights(torch.empty(1, 0), torch.empty(1, 0, dtype=torch.long), 0.1),
+     "costs"),
+    (lambda: search.parent_weights(torch.tensor([[1.0, 2.0]]), torch.tensor([[1, 2, 3]]), 0.1),
+     "hashes"),
+    (lambda: search.parent_weights(torch.tensor([[1.0, 2.0]]), torch.tensor([[1, 2]]), float("inf")),
+     "rank_coef"),
+    (lambda: search.select_parents(torch.tensor([[1.0, 2.0]]), torch.tensor([[1, 2]]), 3, 3, 0.1, None),
+     "n_parents"),
+    (lambda: search.select_parents(torch.tensor([[1.0, 2.0]]), torch.tensor([[1, 2]]), 0, 2, 0.1, None),
+     "n_children"),
+    (lambda: search.select_survivors(torch.tensor([[1.0, 2.0]]), torch.tensor([[1, 2]]), 3, 0.1, None),
+     "k"),
+    (lambda: search.select_survivors(torch.tensor([[1.0, 2.0]]), torch.tensor([[1, 2]]), 1.0, 0.1, None),
+     "k"),
+])
+def test_bad_population_inputs_raise_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

@@ -24,7 +24,22 @@ import torch.nn.functional as F
 
 from .tsp import check_coords
 
-__all__ = ["AttentionPolicy", "Rollout", "allowed_mask"]
+__all__ = ["AttentionPolicy", "Rollout", "allowed_mask", "check_temperature"]
+
+
+def check_temperature(temperature, B: int | None = None):
+    """A sampling temperature: a finite number > 0, or a float tensor ``(B,)`` of them (one per
+    instance, so that several temperatures run in one batch)."""
+    if torch.is_tensor(temperature):
+        if temperature.dtype.is_floating_point and temperature.ndim == 1 and (B is None or len(temperature) == B) \
+                and bool(torch.isfinite(temperature).all()) and bool((temperature > 0).all()):
+            return temperature.float()
+        raise ValueError(f"temperature: expected a float tensor of shape ({B},) of finite values > 0, got "
+                         f"shape {tuple(temperature.shape)} {temperature.dtype}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
+            or temperature <= 0:
+        raise ValueError(f"temperature: expected a finite number > 0, got {temperature!r}")
+    return float(temperature)
 
 
 @dataclass
@@ -95,24 +110,40 @@ class AttentionPolicy(nn.Module):
         """
         coords = check_coords(coords)
         B, n, _ = coords.shape
-        S = int(num_samples)
-        if S < 1:
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(f"num_samples: expected an integer >= 1, got {num_samples!r}")
-        if not (isinstance(temperature, (int, float)) and temperature > 0):
-            raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
-        if not 0.0 <= mutation_rate <= 1.0:
+        S = num_samples
+        temperature = check_temperature(temperature, B)
+        if isinstance(mutation_rate, bool) or not isinstance(mutation_rate, (int, float)) \
+                or not 0.0 <= mutation_rate <= 1.0:
             raise ValueError(f"mutation_rate: expected a probability in [0, 1], got {mutation_rate!r}")
         if logits not in ("model", "uniform"):
             raise ValueError(f"logits: expected 'model' or 'uniform', got {logits!r}")
-        if edge_logits is not None and tuple(edge_logits.shape) != (B, n, n):
-            raise ValueError(f"edge_logits: expected shape ({B}, {n}, {n}), got {tuple(edge_logits.shape)}")
-        if allowed is not None and (allowed.ndim != 4 or tuple(allowed.shape[:3]) != (B, S, n)):
-            raise ValueError(f"allowed: expected shape ({B}, {S}, {n}, K), got {tuple(allowed.shape)}")
+        if edge_logits is not None:
+            if not torch.is_tensor(edge_logits) or tuple(edge_logits.shape) != (B, n, n):
+                raise ValueError(f"edge_logits: expected shape ({B}, {n}, {n}), got "
+                                 f"{tuple(getattr(edge_logits, 'shape', ()))}")
+            if torch.isnan(edge_logits).any() or torch.isposinf(edge_logits).any():
+                raise ValueError("edge_logits: expected finite scores or -inf (found nan or +inf)")
+        if allowed is not None:
+            if not torch.is_tensor(allowed) or allowed.ndim != 4 or tuple(allowed.shape[:3]) != (B, S, n):
+                raise ValueError(f"allowed: expected shape ({B}, {S}, {n}, K), got "
+                                 f"{tuple(getattr(allowed, 'shape', ()))}")
+            if allowed.dtype.is_floating_point or allowed.dtype == torch.bool:
+                raise ValueError(f"allowed: expected integer city indices, got dtype {allowed.dtype}")
+            if ((allowed < -1) | (allowed >= n)).any():
+                raise ValueError(f"allowed: entries must be cities 0..{n - 1} or -1 (padding)")
+            allowed = allowed.long()
         dev = coords.device
         if start_nodes is None:
             start_nodes = torch.randint(n, (B, S), generator=generator, device=dev)
-        if tuple(start_nodes.shape) != (B, S):
-            raise ValueError(f"start_nodes: expected shape ({B}, {S}), got {tuple(start_nodes.shape)}")
+        if not torch.is_tensor(start_nodes) or tuple(start_nodes.shape) != (B, S):
+            raise ValueError(f"start_nodes: expected shape ({B}, {S}), got {tuple(getattr(start_nodes, 'shape', ()))}")
+        if start_nodes.dtype.is_floating_point or start_nodes.dtype == torch.bool:
+            raise ValueError(f"start_nodes: expected integer city indices, got dtype {start_nodes.dtype}")
+        if ((start_nodes < 0) | (start_nodes >= n)).any():
+            raise ValueError(f"start_nodes: cities must lie in 0..{n - 1}")
+        start_nodes = start_nodes.long()
 
         cache = self.encode(coords) if logits == "model" else None
         H, dh = self.h, self.d // self.h
@@ -148,7 +179,8 @@ class AttentionPolicy(nn.Module):
                 nxt = score.argmax(-1)
             else:  # Gumbel-max: argmax(u_j / T - log(-log U_j)) samples softmax(u / T)
                 gumbel = -torch.log(-torch.log(u[..., :n].clamp_min(1e-20)))
-                nxt = (score / temperature + gumbel).argmax(-1)
+                nxt = (score / (temperature.view(B, 1, 1) if torch.is_tensor(temperature) else temperature)
+                       + gumbel).argmax(-1)
             logp = logp + score.log_softmax(-1).gather(2, nxt.unsqueeze(-1)).squeeze(-1)
             visited = visited.scatter(2, nxt.unsqueeze(-1), True)
             current = nxt

@@ -17,11 +17,13 @@ All functions are batched over instances; randomness comes from an explicit ``to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import math
 
 import torch
 
-from .policy import AttentionPolicy
+from .policy import AttentionPolicy, check_temperature
 from .tsp import check_coords, is_permutation, tour_length
 
 __all__ = [
@@ -46,11 +48,12 @@ MAX_ROLLOUTS = 16_384  # tours decoded per policy call (B x S), to bound memory
 
 @dataclass
 class NGSConfig:
-    """Settings of :func:`ngs_search`. The paper's routing runs: population 100, 100 offspring per
-    generation, 2 parents, mutation 0.01, rank coefficient 0.001, 100 generations."""
+    """Settings of :func:`ngs_search`; the defaults are those of the paper's routing runs
+    (``routing-nar/run.py`` and ``ga.py`` of the official code): population 100, 100 offspring
+    per generation, 2 parents, mutation 0.01, rank coefficient 0.001, temperature 1."""
 
-    pop_size: int = 50
-    n_offspring: int = 50
+    pop_size: int = 100
+    n_offspring: int = 100
     n_parents: int = 2
     mutation_rate: float = 0.01  # probability, per decoding step of a child, of an unrestricted step
     rank_coef: float = 0.001  # kappa of eq. (ngs-rank): small = greedy selection, large = uniform
@@ -76,6 +79,46 @@ def _check_int(value, name: str, minimum: int = 1) -> int:
     return value
 
 
+def _check_positive(value, name: str) -> float:
+    """A finite number > 0 (a temperature, a rank coefficient, a pheromone)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _check_rate(value, name: str) -> float:
+    """A probability in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name}: expected a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _check_tour_tensor(tours, name: str = "tours", ndim: int = 3) -> torch.Tensor:
+    """An integer tensor of ``ndim`` dimensions whose last one holds the cities 0..n-1."""
+    if not isinstance(tours, torch.Tensor) or tours.dtype.is_floating_point or tours.dtype == torch.bool:
+        raise ValueError(f"{name}: expected an integer tensor of city indices, got "
+                         f"{getattr(tours, 'dtype', type(tours).__name__)}")
+    if tours.ndim != ndim or tours.shape[-1] < 3 or tours.numel() == 0:
+        raise ValueError(f"{name}: expected {ndim} dimensions with at least 3 cities, got shape {tuple(tours.shape)}")
+    n = tours.shape[-1]
+    if not is_permutation(tours.long(), n).all():
+        raise ValueError(f"{name}: every row must be a permutation of the cities 0..{n - 1}")
+    return tours.long()
+
+
+def _check_costs(costs, hashes, name: str = "costs") -> None:
+    """``costs`` a finite float ``(B, P)`` with P >= 1, ``hashes`` an integer tensor of the same shape."""
+    if not isinstance(costs, torch.Tensor) or not costs.dtype.is_floating_point or costs.ndim != 2 or costs.shape[1] < 1:
+        raise ValueError(f"{name}: expected a float tensor of shape (B, P) with P >= 1, got "
+                         f"{tuple(getattr(costs, 'shape', ()))} {getattr(costs, 'dtype', type(costs).__name__)}")
+    if not torch.isfinite(costs).all():
+        raise ValueError(f"{name}: tour lengths must be finite (found nan or inf)")
+    if (not isinstance(hashes, torch.Tensor) or hashes.dtype.is_floating_point or hashes.dtype == torch.bool
+            or hashes.shape != costs.shape):
+        raise ValueError(f"hashes: expected an integer tensor of shape {tuple(costs.shape)}, got "
+                         f"{tuple(getattr(hashes, 'shape', ()))} {getattr(hashes, 'dtype', type(hashes).__name__)}")
+
+
 def _gumbel_topk(log_w: torch.Tensor, k: int, generator) -> torch.Tensor:
     """k indices drawn without replacement with probabilities prop. to exp(log_w) (Gumbel top-k)."""
     u = torch.rand(log_w.shape, generator=generator).clamp_min(1e-20)
@@ -84,6 +127,7 @@ def _gumbel_topk(log_w: torch.Tensor, k: int, generator) -> torch.Tensor:
 
 def neighbour_table(tours: torch.Tensor) -> torch.Tensor:
     """``(B, P, n) -> (B, P, n, 2)``: for each city, its predecessor and successor in each tour."""
+    tours = _check_tour_tensor(tours)
     B, P, n = tours.shape
     table = torch.empty(B, P, n, 2, dtype=tours.dtype)
     table.scatter_(2, tours.unsqueeze(-1).expand(B, P, n, 2),
@@ -94,7 +138,15 @@ def neighbour_table(tours: torch.Tensor) -> torch.Tensor:
 def parent_neighbours(tours: torch.Tensor, parents: torch.Tensor) -> torch.Tensor:
     """The crossover's allowed next cities: ``tours (B, P, n)``, ``parents (B, S, m)`` indices into P
     -> ``(B, S, n, 2m)``, the neighbours of every city in any of the child's m parents (undirected)."""
+    tours = _check_tour_tensor(tours)
     B, P, n = tours.shape
+    if (not isinstance(parents, torch.Tensor) or parents.dtype.is_floating_point or parents.dtype == torch.bool
+            or parents.ndim != 3 or parents.shape[0] != B or parents.shape[2] < 1):
+        raise ValueError(f"parents: expected an integer tensor of shape ({B}, S, m), got "
+                         f"{tuple(getattr(parents, 'shape', ()))} {getattr(parents, 'dtype', type(parents).__name__)}")
+    if ((parents < 0) | (parents >= P)).any():
+        raise ValueError(f"parents: indices into the population must lie in 0..{P - 1}")
+    parents = parents.long()
     S, m = parents.shape[1:]
     table = neighbour_table(tours)  # (B, P, n, 2)
     rows = table.gather(1, parents.reshape(B, S * m, 1, 1).expand(B, S * m, n, 2))  # (B, S m, n, 2)
@@ -110,6 +162,9 @@ def edge_hash(tours: torch.Tensor) -> torch.Tensor:
     Sum (wrapping in int64) of a fixed random 62-bit key per edge {i, j}; rotations and
     reversals of a tour get the same value, different tours collide with probability ~2^-62.
     """
+    if not isinstance(tours, torch.Tensor) or tours.ndim < 1:
+        raise ValueError(f"tours: expected an integer tensor (..., n), got {type(tours).__name__}")
+    tours = _check_tour_tensor(tours, ndim=tours.ndim)
     n = tours.shape[-1]
     if n not in _EDGE_KEYS:
         _EDGE_KEYS[n] = torch.randint(-(2**62), 2**62, (n * n,), generator=torch.Generator().manual_seed(n))
@@ -136,8 +191,8 @@ def parent_weights(costs: torch.Tensor, hashes: torch.Tensor, kappa: float) -> t
     tours (eq. (ngs-rank)); a tour that repeats the edge set of an earlier one gets 0, so copies
     never breed (the official code gives them a reward of -1e5 for the same purpose).
     """
-    if not kappa > 0:
-        raise ValueError(f"rank_coef: expected kappa > 0, got {kappa!r}")
+    kappa = _check_positive(kappa, "rank_coef")
+    _check_costs(costs, hashes)
     copy = _later_copy(hashes)
     w = (1.0 / (kappa * costs.shape[-1] + _distinct_rank(costs, copy).double())).masked_fill(copy, 0.0)
     return (w / w.sum(-1, keepdim=True)).to(costs.dtype)
@@ -151,6 +206,10 @@ def select_parents(costs: torch.Tensor, hashes: torch.Tensor, n_children: int, n
     are distinct tours whenever the population holds at least m of them.
     """
     B, P = costs.shape
+    _check_int(n_children, "n_children")
+    n_parents = _check_int(n_parents, "n_parents")
+    if n_parents > P:
+        raise ValueError(f"n_parents: cannot draw {n_parents} distinct parents from a population of {P}")
     log_w = parent_weights(costs, hashes, kappa).log().unsqueeze(1).expand(B, n_children, P)
     return _gumbel_topk(log_w, n_parents, generator)
 
@@ -162,7 +221,12 @@ def select_survivors(costs: torch.Tensor, hashes: torch.Tensor, k: int, kappa: f
     weights 1 / (kappa M + rank); copies get weight zero, and fill the remaining places, best
     first, only if there are fewer than k distinct tours.
     """
+    _check_costs(costs, hashes)
+    kappa = _check_positive(kappa, "rank_coef")
     B, M = costs.shape
+    k = _check_int(k, "k")
+    if k > M:
+        raise ValueError(f"k: cannot keep {k} survivors out of {M} candidates")
     copy = _later_copy(hashes)
     rank = _distinct_rank(costs, copy)
     u = torch.rand(B, M, generator=generator).clamp_min(1e-20)
@@ -195,6 +259,7 @@ def sample_search(policy: AttentionPolicy, coords, budget: int, *, temperature: 
     """Best of ``budget`` tours sampled at ``temperature``; the curve has one point per ``block`` tours."""
     coords = check_coords(coords)
     budget, block = _check_int(budget, "budget"), _check_int(block, "block")
+    temperature = check_temperature(temperature, coords.shape[0])
     if budget % block:
         raise ValueError(f"budget: must be a multiple of block = {block}, got {budget}")
     B, n, _ = coords.shape
@@ -229,6 +294,8 @@ def _augment(coords: torch.Tensor) -> torch.Tensor:
 def greedy_multistart(policy: AttentionPolicy, coords, *, augment: bool = True) -> SearchResult:
     """POMO inference: the greedy tour from every start city (on 8 symmetric copies if ``augment``)."""
     coords = check_coords(coords)
+    if not isinstance(augment, bool):
+        raise ValueError(f"augment: expected True or False, got {augment!r}")
     B, n, _ = coords.shape
     views = _augment(coords) if augment else coords
     V = views.shape[0] // B
@@ -259,6 +326,8 @@ def ngs_search(policy: AttentionPolicy, coords, budget: int, config: NGSConfig =
     """
     coords = check_coords(coords)
     budget = _check_int(budget, "budget")
+    if not isinstance(config, NGSConfig):
+        raise ValueError(f"config: expected an NGSConfig, got {type(config).__name__}")
     P = _check_int(config.pop_size, "pop_size")
     S = _check_int(config.n_offspring, "n_offspring")
     m = _check_int(config.n_parents, "n_parents")
@@ -268,10 +337,11 @@ def ngs_search(policy: AttentionPolicy, coords, budget: int, config: NGSConfig =
         raise ValueError(f"budget: must be a multiple of n_offspring = {S} (whole generations), got {budget}")
     if m > P:
         raise ValueError(f"n_parents: needs at least n_parents individuals in the population; {m} > pop_size = {P}")
-    if not 0.0 <= config.mutation_rate <= 1.0:
-        raise ValueError(f"mutation_rate: expected a probability in [0, 1], got {config.mutation_rate!r}")
-    if not config.rank_coef > 0:
-        raise ValueError(f"rank_coef: expected kappa > 0, got {config.rank_coef!r}")
+    _check_rate(config.mutation_rate, "mutation_rate")
+    _check_positive(config.rank_coef, "rank_coef")
+    check_temperature(config.temperature, coords.shape[0])
+    if config.logits not in ("model", "uniform"):
+        raise ValueError(f"logits: expected 'model' or 'uniform', got {config.logits!r}")
     if config.parents not in ("population", "random"):
         raise ValueError(f"parents: expected 'population' or 'random', got {config.parents!r}")
     B, n, _ = coords.shape
@@ -315,14 +385,17 @@ def ngs_search(policy: AttentionPolicy, coords, budget: int, config: NGSConfig =
 
 @dataclass
 class ACOConfig:
-    """Settings of :func:`aco_search`: the Ant System of rl4co (used by DeepACO and GFACS, the
-    paper's ACO baseline) with its defaults, the policy's scores playing the heatmap."""
+    """Settings of :func:`aco_search`: the Ant System of the official code's rl4co copy
+    (``routing-nar/rl4co/models/zoo/deepaco/antsystem.py``, the GFACS/DeepACO baseline of the
+    paper) with its defaults, the policy's scores playing the heatmap; 100 ants per iteration as
+    in the paper's test runs (``run.py``: as many ants as NGS has offspring)."""
 
-    n_ants: int = 50  # tours per iteration
+    n_ants: int = 100  # tours per iteration
     alpha: float = 1.0  # weight of the log-pheromone
     decay: float = 0.95  # tau <- decay tau + deposit
-    tau0: float = 5e-4  # initial pheromone on every edge
-    temperature: float = 1.0
+    tau0: float = 1.0  # initial pheromone on every edge (official: torch.ones_like)
+    Q: float | None = None  # deposit scale; None = 1 / (n_ants decay), the official default
+    temperature: float = 1.0  # divides the policy's scores, not the pheromone (as the official heatmap)
 
 
 @torch.no_grad()
@@ -330,45 +403,82 @@ def aco_search(policy: AttentionPolicy, coords, budget: int, config: ACOConfig =
                generator: torch.Generator | None = None) -> SearchResult:
     """Ant colony optimisation with the policy as heuristic, ``budget`` decoded tours per instance.
 
-    Each iteration, ``n_ants`` ants decode with scores (u_j + alpha log tau_cj) / T, u the
+    Each iteration, ``n_ants`` ants decode with scores u_j / T + alpha log tau_cj, u the
     policy's (eq. (ngs-aco)); then every edge decays, tau <- decay tau, and each ant k deposits
-    Q ((R_k - min R) / (max R - min R))^2 on both directions of its edges (R = -length, Q = 1 /
-    n_ants): the best ant of the iteration deposits Q, the worst nothing.
+    Q ((R_k - min R) / (max R - min R))^2 on the directed edges of its path, first city to last
+    (R = -length; the official update, which skips the closing edge): the best ant of the
+    iteration deposits Q, the worst nothing.
     """
     coords = check_coords(coords)
     budget = _check_int(budget, "budget")
+    if not isinstance(config, ACOConfig):
+        raise ValueError(f"config: expected an ACOConfig, got {type(config).__name__}")
     A = _check_int(config.n_ants, "n_ants")
     if budget % A:
         raise ValueError(f"budget: must be a multiple of n_ants = {A} (whole iterations), got {budget}")
-    if not 0.0 < config.decay <= 1.0 or not config.tau0 > 0:
-        raise ValueError(f"decay: expected 0 < decay <= 1 and tau0 > 0, got {config.decay!r}, {config.tau0!r}")
+    if isinstance(config.decay, bool) or not isinstance(config.decay, (int, float)) or not 0.0 < config.decay <= 1.0:
+        raise ValueError(f"decay: expected 0 < decay <= 1, got {config.decay!r}")
+    tau0 = _check_positive(config.tau0, "tau0")
+    T = check_temperature(config.temperature, coords.shape[0])
+    if isinstance(config.alpha, bool) or not isinstance(config.alpha, (int, float)) or not math.isfinite(config.alpha) \
+            or config.alpha < 0:
+        raise ValueError(f"alpha: expected a finite number >= 0, got {config.alpha!r}")
+    Q = 1.0 / (A * config.decay) if config.Q is None else _check_positive(config.Q, "Q")
     B, n, _ = coords.shape
-    tau = torch.full((B, n * n), float(config.tau0), dtype=torch.float64)
+    tau = torch.full((B, n * n), tau0, dtype=torch.float64)
     best_len, best_tours = torch.full((B,), float("inf")), torch.empty(B, n, dtype=torch.long)
     curve, decoded, valid, start = [], [], [], policy.decoded
     while policy.decoded - start < budget:
-        log_tau = (config.alpha * tau.log()).float().view(B, n, n)
-        out = _policy_decode(policy, coords, A, valid, temperature=config.temperature, edge_logits=log_tau,
-                             generator=generator)
+        # the decoder divides every score by T; the pheromone term is multiplied by T to stay undivided
+        scale = T.double().view(B, 1) if torch.is_tensor(T) else T
+        log_tau = (scale * config.alpha * tau.log()).float().view(B, n, n)
+        out = _policy_decode(policy, coords, A, valid, temperature=T, edge_logits=log_tau, generator=generator)
         lengths = tour_length(coords, out.tours)
         best_len, best_tours = _keep_best(best_len, best_tours, out.tours, lengths)
         curve.append(best_len.clone())
         decoded.append(policy.decoded - start)
         low, high = lengths.min(1, keepdim=True).values, lengths.max(1, keepdim=True).values
-        deposit = ((high - lengths) / (high - low).clamp_min(1e-12)).double() ** 2 / A  # (B, A)
-        a, b = out.tours, out.tours.roll(-1, -1)
-        edges = torch.cat([a * n + b, b * n + a], 1).view(B, -1)  # both directions of every edge
-        per_edge = deposit.repeat_interleave(n, 1).repeat(1, 2)  # (B, 2 A n), aligned with edges
+        deposit = ((high - lengths) / (high - low).clamp_min(1e-12)).double() ** 2 * Q  # (B, A)
+        edges = (out.tours[..., :-1] * n + out.tours[..., 1:]).reshape(B, -1)  # directed path edges
+        per_edge = deposit.repeat_interleave(n - 1, 1)  # (B, A (n - 1)), aligned with edges
         tau = config.decay * tau + torch.zeros_like(tau).scatter_add_(1, edges, per_edge)
     return SearchResult(best_len, best_tours, torch.stack(curve, 1), decoded, policy.decoded - start, all(valid))
 
 
 @torch.no_grad()
-def tune_temperature(policy: AttentionPolicy, coords, budget: int, temperatures, *, seed: int = 0) -> dict:
-    """Mean best-of-``budget`` length per sampling temperature (lower is better), on ``coords``."""
-    out = {}
-    for t in temperatures:
-        gen = torch.Generator().manual_seed(seed)
-        out[float(t)] = float(sample_search(policy, coords, budget, temperature=float(t), block=budget,
-                                            generator=gen).best_len.mean())
+def tune_temperature(policy: AttentionPolicy, coords, budget: int, temperatures, *, seed: int = 0,
+                     method: str = "sampling", config: NGSConfig | ACOConfig | None = None) -> dict:
+    """Mean best-of-``budget`` length per temperature (lower is better) of one search on ``coords``.
+
+    ``method``: ``"sampling"`` (one block of ``budget`` tours), ``"ngs"`` or ``"aco"`` (with
+    ``config``, whose temperature is replaced; default: the official settings). All the
+    temperatures run in one batch (the instances repeated once per temperature, each copy
+    with its own temperature) from one seed, so each method gets the same tuning effort.
+    """
+    coords = check_coords(coords)
+    budget = _check_int(budget, "budget")
+    if method not in ("sampling", "ngs", "aco"):
+        raise ValueError(f"method: expected 'sampling', 'ngs' or 'aco', got {method!r}")
+    try:
+        temps = [float(t) for t in temperatures]
+    except (TypeError, ValueError):
+        raise ValueError(f"temperatures: expected a sequence of numbers > 0, got {temperatures!r}") from None
+    if not temps or len(set(temps)) != len(temps):
+        raise ValueError(f"temperatures: expected at least one number and no repeats, got {temperatures!r}")
+    for t in temps:
+        _check_positive(t, "temperatures")
+    if config is not None and not isinstance(config, {"ngs": NGSConfig, "aco": ACOConfig}.get(method, type(None))):
+        raise ValueError(f"config: expected {'an NGSConfig' if method == 'ngs' else 'an ACOConfig' if method == 'aco' else 'None'} "
+                         f"for method {method!r}, got {type(config).__name__}")
+    # every temperature in one batch: the instances repeated once per temperature
+    B, k = coords.shape[0], len(temps)
+    many, t = coords.repeat(k, 1, 1), torch.tensor(temps).repeat_interleave(B)
+    gen = torch.Generator().manual_seed(seed)
+    if method == "sampling":
+        res = sample_search(policy, many, budget, temperature=t, block=budget, generator=gen)
+    elif method == "ngs":
+        res = ngs_search(policy, many, budget, replace(config or NGSConfig(), temperature=t), gen)
+    else:
+        res = aco_search(policy, many, budget, replace(config or ACOConfig(), temperature=t), gen)
+    out = dict(zip(temps, res.best_len.view(k, B).mean(1).tolist()))
     return out
