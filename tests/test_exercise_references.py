@@ -89,3 +89,19 @@ def test_the_strict_grader_refuses_bad_arguments():
         graded("companion.exercises.best_of_n", "kl_estimator", None)
     with pytest.raises(ValueError, match="checker"):
         graded("companion.exercises.best_of_n", "check_nothing", None)
+
+
+def _chapter_of(name: str):
+    from tools import book
+
+    line = f"from companion.exercises import {name} as ex"
+    (doc,) = [d for d in book.chapters() if line in (book.ROOT / f"{d}.md").read_text()]
+    return (book.ROOT / f"{doc}.md").read_text()
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if m not in PENDING])
+def test_no_chapter_prints_the_code_that_answers_its_exercises(name):
+    module = importlib.import_module(f"companion.exercises.{name}")
+    shown = set(re.findall(r"^:pyobject:\s*(\S+)", _chapter_of(name), re.M))
+    answers = {q.rsplit(".", 1)[1] for qualnames in module.REFERENCES.values() for q in qualnames}
+    assert not shown & answers, f"{name}: the chapter literalincludes the answer to an exercise: {shown & answers}"

@@ -21,8 +21,8 @@ __all__ = ["check_estimator", "check_pmf", "check_win_rate_budget"]
 
 # The package functions that answer an exercise (a graded answer may not call them, see .grade);
 # exercise 3 composes public pieces (the win rate, the exact KL), so nothing answers it whole.
-REFERENCES = {"check_estimator": ("companion.best_of_n.kl_estimator",),
-              "check_pmf": ("companion.best_of_n.best_of_n_pmf",),
+REFERENCES = {"check_estimator": ("companion.best_of_n.kl_estimator", "companion.best_of_n.estimator._kl_hat"),
+              "check_pmf": ("companion.best_of_n.best_of_n_pmf", "companion.best_of_n.core._max_level_law"),
               "check_win_rate_budget": ()}
 
 

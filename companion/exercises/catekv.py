@@ -23,7 +23,7 @@ from companion.exercises import Report, eq
 __all__ = ["check_head_cv", "check_kv_bytes"]
 
 # The package functions that answer an exercise (a graded answer may not call them, see .grade).
-REFERENCES = {"check_head_cv": ("companion.catekv.heads.head_cv",),
+REFERENCES = {"check_head_cv": ("companion.catekv.heads.head_cv", "companion.catekv.heads.chunk_hits"),
               "check_kv_bytes": ("companion.catekv.cache.kv_bytes",)}
 
 

@@ -25,7 +25,7 @@ __all__ = ["check_index", "check_ties", "check_shifted_threshold"]
 
 # The package functions that answer an exercise (a graded answer may not call them, see .grade);
 # exercise 3 may use the threshold of exercise 1's rule, but must draw the rejection sample itself.
-REFERENCES = {"check_index": ("companion.facttest.order_statistic_index",),
+REFERENCES = {"check_index": ("companion.facttest.order_statistic_index", "companion.facttest.threshold._index"),
               "check_ties": (),
               "check_shifted_threshold": ("companion.facttest.rejection_sample",)}
 
