@@ -49,6 +49,11 @@ def weighted_ce(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch
                          f"{tuple(y.shape)} and {tuple(w.shape)}")
     if not torch.isfinite(w).all() or bool((w < 0).any()):
         raise ValueError("w: expected finite weights >= 0 (found NaN, inf or a negative weight)")
+    return _weighted_ce(logits, y, w)
+
+
+def _weighted_ce(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """:func:`weighted_ce` without the input checks (the training loop's path)."""
     return (nn.functional.cross_entropy(logits, y, reduction="none") * w).mean()
 
 
@@ -273,7 +278,7 @@ class LADALearner(_Learner):
             if replay:  # fresh pseudo-features of every old class, at every step
                 p, py, pw = self.bank.sample(gen, pooled=self.dpt == "pooled")
                 feats, labels, weights = torch.cat([_unit(p), feats]), torch.cat([py, labels]), torch.cat([pw, weights])
-            return weighted_ce(self.logits(feats), labels, weights)
+            return _weighted_ce(self.logits(feats), labels, weights)
 
         self._optimise(params, len(v), loss)
         self.classifier.freeze_current()
