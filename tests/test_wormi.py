@@ -143,9 +143,9 @@ def test_gate_zero_or_no_world_leaves_the_policy_unchanged():
     torch.manual_seed(0)
     c = CompoundAttention(d=32, width=16)
     h = torch.randn(5, 4, 32)
-    assert torch.equal(c(h, _worlds())[0], h)  # g = 0 at initialisation
+    assert torch.equal(c(h, _worlds())[0], h)  # W_O = 0 at initialisation
     with torch.no_grad():
-        c.gate.fill_(1.0)
+        torch.nn.init.normal_(c.out.weight)
     assert not torch.equal(c(h, _worlds())[0], h)
     assert torch.equal(c(h, [])[0], h)
     assert torch.equal(c(h, _worlds(), torch.zeros(5, 3, dtype=torch.bool))[0], h)
@@ -155,7 +155,7 @@ def test_compound_attention_is_permutation_equivariant_and_masks_worlds():
     torch.manual_seed(0)
     c = CompoundAttention(d=32, width=16)
     with torch.no_grad():
-        c.gate.fill_(1.0)
+        torch.nn.init.normal_(c.out.weight)
     h, worlds = torch.randn(5, 4, 32), _worlds()
     out, beta = c(h, worlds)
     perm = torch.tensor([2, 0, 1])
@@ -183,7 +183,8 @@ def test_world_model_heads_have_the_documented_shapes():
 # --- training and the agent ------------------------------------------------------------------------
 
 TINY = dict(seed=0, reasoning_episodes=8, reasoning_epochs=1, world_episodes=8, world_epochs=1, world_mix=(0.5, 0.3),
-            compose_episodes=4, compose_epochs=1, compose_lr=3e-3, K=2, prototypes=16, width=16)
+            compose_episodes=4, compose_epochs=1, compose_lr=3e-3, K=2, prototypes=16, width=16,
+            shared_init=True, implant_layers=(0, 1), compose_worlds="subset")
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +217,8 @@ def test_the_checkpoint_round_trips(tiny, tmp_path):
 
     agents = tiny.agents
     meta = {"recipe": TINY, "prototypes": [len(p) for p in agents.prototypes()],
-            "oracle_prototypes": [len(p) for p in agents.prototypes(True)]}
+            "oracle_prototypes": [len(p) for p in agents.prototypes(True)],
+            "official_prototypes": [len(p) for p in agents.prototypes(official=True)]}
     save_checkpoint(agents, tmp_path / "tiny.pt", meta)
     loaded, _ = load_checkpoint(tmp_path / "tiny.pt", _build)
     for a, b in zip(agents.state_dict().values(), loaded.state_dict().values()):
@@ -312,6 +314,11 @@ WORMI_BAD_INPUTS = [
      dict(a=np.array([-1])), "a"),
     (lambda **kw: minihome.blocked_by(Domain(), s=_state("at_kitchen"), **kw), dict(a=np.array([0.5])), "a"),
     (lambda **kw: goal_vectors(**kw), dict(tasks=["fly"]), "tasks"),
+    (lambda **kw: PrototypeIndex.fit([_phi_row()], **kw), dict(k=2.5), "k"),
+    (lambda **kw: PrototypeIndex.fit([_phi_row()], **kw), dict(k=0), "k"),
+    (lambda **kw: agent.evaluate(agent.WorldModelPolicy(WorldModel(8)), Domain(), **kw), dict(n=2.5), "n"),
+    (lambda **kw: agent.evaluate(agent.WorldModelPolicy(WorldModel(8)), Domain(), **kw), dict(n=0), "n"),
+    (lambda **kw: PrototypeIndex(**kw), dict(prototypes=[np.full((2, 71), np.inf, np.float32)]), "prototypes"),
 ]
 
 
@@ -319,3 +326,95 @@ WORMI_BAD_INPUTS = [
 def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
     with pytest.raises(ValueError, match=name):
         fn(**kwargs)
+
+
+# --- issue 46: second pass ------------------------------------------------------------------------
+
+def test_held_out_pairs_are_new_pairs_of_known_rules():
+    from companion.wormi.train import FRESH, LIBRARY, UNSEEN
+
+    used = {tuple(sorted(m)) for m in LIBRARY + UNSEEN}
+    assert len(FRESH) == 8 and not set(FRESH) & used
+    assert all(len(p) == 2 and set(p) <= set(minihome.MODIFIERS) - {"wipe"} for p in FRESH)
+
+
+def test_the_shipped_prototypes_are_kmeans_centroids_fewer_than_the_distinct_transitions():
+    """Old checkpoint: 4,096 allowed prototypes, more than any world's distinct transitions, so
+    the prototypes were the transitions themselves and k-means never ran."""
+    from companion.wormi.train import OFFICIAL_PROTOTYPES, load_or_train
+
+    agents, meta = load_or_train("quick")
+    distinct = meta["history"]["distinct_transitions"]
+    assert max(meta["prototypes"]) == meta["recipe"]["prototypes"] < min(distinct)
+    assert set(meta["official_prototypes"]) == {OFFICIAL_PROTOTYPES}
+    assert meta["recipe"]["shared_init"] and meta["recipe"]["compose_worlds"] == "subset"
+
+
+def test_world_models_fine_tune_from_the_shared_one():
+    data = agent.collect(Domain({"lock"}), 4, seed=0)
+    base = agent.train_world_model(data, epochs=1, seed=0, width=16)
+    same = agent.train_world_model(data, epochs=0, seed=5, width=16, init=base)
+    assert all(torch.equal(a, b) for a, b in zip(base.state_dict().values(), same.state_dict().values()))
+    tuned = agent.train_world_model(data, epochs=1, seed=5, width=16, init=base)
+    assert not torch.equal(tuned.enc1.weight, base.enc1.weight)
+    with pytest.raises(ValueError, match="init"):
+        agent.train_world_model(data, epochs=0, width=32, init=base)
+
+
+def test_composition_data_implants_the_domains_own_world_and_others():
+    """Official recipe: every training episode implants a subset holding its own world model."""
+    data = agent.collect(Domain({"lock"}), 12, seed=0, mix=(0.5, 0.0), own=3, K=2, subset=10)
+    assert (data["chosen"][:, 0] == 3).all() and (data["chosen"][:, 1] != 3).all()
+    assert len(np.unique(data["chosen"][:, 1])) > 1
+    with pytest.raises(ValueError, match="subset"):
+        agent.collect(Domain(), 2, seed=0, own=12, subset=10)
+
+
+def test_implant_hooks_every_block_and_an_untrained_one_is_the_identity():
+    from companion.wormi.models import Implant
+
+    torch.manual_seed(0)
+    pi_r, imp = ReasoningPolicy(d=32), Implant(d=32, width=16, layers=(0, 1))
+    g = s = torch.zeros(5, minihome.F)
+    prev = torch.zeros(5, dtype=torch.long)
+    mask = torch.ones(5, 3, dtype=torch.bool)
+    plain = pi_r(g, s, prev, prev)
+    assert torch.equal(agent.implanted_logits(pi_r, imp, g, s, prev, prev, _worlds(), mask)[0], plain)
+    with torch.no_grad():
+        torch.nn.init.normal_(imp.at[1].out.weight)
+    moved = agent.implanted_logits(pi_r, imp, g, s, prev, prev, _worlds(), mask)[0]
+    assert not torch.equal(moved, plain)  # the module after the last block reaches the head
+    with pytest.raises(ValueError, match="layers"):
+        Implant(layers=(1, 1))
+
+
+def test_composition_report_and_revealed_rules(tiny):
+    agents = tiny.agents
+    policy = agents.oracle(("lock", "power"))
+    _, ep = agent.evaluate(policy, Domain({"lock", "power"}), n=8, seed=1)
+    report = agent.composition_report(agents.pi_r, agents.compose, agents.oracles[0], ep)
+    assert set(report["residual"]) == {0, 1} and report["attention"].shape == (4,)
+    assert np.isclose(report["attention"].sum(), 1, atol=1e-5) and report["steps"] == ep.steps.sum()
+    assert np.isnan(report["follow"]) or 0 <= report["follow"] <= 1
+    assert 0 <= agent.revealed_rules(ep) <= 2 * 8
+    fresh = agent.Episodes.start(Domain(), 2, seed=0)
+    with pytest.raises(ValueError, match="ep"):
+        agent.composition_report(agents.pi_r, agents.compose, agents.oracles[0], fresh)
+    with pytest.raises(ValueError, match="ep"):
+        agent.revealed_rules(fresh)
+
+
+def test_agents_refuse_bad_choices(tiny):
+    agents = tiny.agents
+    with pytest.raises(ValueError, match="module"):
+        agents.policy("random", module="compose_magic")
+    with pytest.raises(ValueError, match="j"):
+        agents.single(10)
+    with pytest.raises(ValueError, match="j"):
+        agents.single(1.5)
+    with pytest.raises(ValueError, match="unseen"):
+        agents.oracle(("dark", "lock"))  # a held-out pair has no oracle
+    with pytest.raises(ValueError, match="official"):
+        agents.prototypes(oracle=True, official=True)
+    frame, _ = agent.evaluate(agents.single(0), Domain({"lock"}), n=4, seed=0)
+    assert len(frame) == 4

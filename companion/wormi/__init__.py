@@ -12,11 +12,11 @@ Test-time Adaptation of Embodied Agents").
 
 from companion.checkpoints import lazy_exports
 
-from .agent import MODES, Episodes, ImplantedPolicy, WorldModelPolicy, evaluate, retrieval_precision
+from .agent import MODES, Episodes, ImplantedPolicy, WorldModelPolicy, evaluate, retrieval_precision, revealed_rules
 from .minihome import ACTIONS, FACTS, MODIFIERS, TASKS, A, F, Domain, blocked_by
-from .models import CompoundAttention, ReasoningPolicy, WorldModel
+from .models import CompoundAttention, Implant, ReasoningPolicy, WorldModel
 from .retrieval import PrototypeIndex, abstract_transition
 
 # the training entry point is imported on first use (see companion.checkpoints.lazy_exports)
 __getattr__ = lazy_exports(__name__, "train",
-                           ("CONTROL", "LIBRARY", "UNSEEN", "Agents", "load_or_train", "train_all"))
+                           ("CONTROL", "FRESH", "LIBRARY", "UNSEEN", "Agents", "load_or_train", "train_all"))

@@ -16,7 +16,7 @@ import torch
 from torch.nn import functional as fn
 
 from .minihome import TASKS, A, Domain, blocked_by, goal_vectors, reached
-from .models import CompoundAttention, ReasoningPolicy, WorldModel, world_features
+from .models import CompoundAttention, Implant, ReasoningPolicy, WorldModel, world_features
 from .retrieval import PrototypeIndex, abstract_transition, retrieve
 
 H = 30  # horizon: the goal must hold within 30 actions
@@ -90,16 +90,24 @@ def library_features(library: list[WorldModel], s: torch.Tensor, g: torch.Tensor
     return [torch.stack([o[i] for o in outs], 1) for i in range(4)]
 
 
-def implanted_logits(pi_r: ReasoningPolicy, compose: CompoundAttention | None, g, s, prev_a, prev_eff,
+def implanted_logits(pi_r: ReasoningPolicy, compose: CompoundAttention | Implant | None, g, s, prev_a, prev_eff,
                      worlds: list[torch.Tensor] | None, mask: torch.Tensor | None, layer: int = 0):
-    """``pi_theta``: the policy's logits with the worlds implanted after block ``layer``
-    (eq. (wormi-gate)), and the world weights of the goal token ``(B, K)``."""
-    kept = {}
+    """``pi_theta``: the policy's logits with the worlds implanted (eq. (wormi-gate)), and the world
+    weights of the goal token ``(B, K)`` at the last connection.
 
-    def inject(h, at):
-        if at != layer or compose is None or worlds is None:
+    A :class:`CompoundAttention` is implanted after block ``layer``; an :class:`Implant` after each
+    of its blocks."""
+    kept = {}
+    if isinstance(compose, Implant):
+        at = {b: compose.module(b) for b in compose.layers}
+    else:
+        at = {layer: compose}
+
+    def inject(h, block):
+        module = at.get(block)
+        if module is None or worlds is None:
             return h
-        h, beta = compose(h, worlds, mask)
+        h, beta = module(h, worlds, mask)
         kept["beta"] = beta[:, 0]
         return h
 
@@ -214,21 +222,31 @@ def select_worlds(features: list[torch.Tensor], idx: np.ndarray, present: np.nda
 
 def collect(domain: Domain, episodes: int, seed: int, mix: tuple[float, float] = (0.7, 0.0),
             agent: Callable | None = None, index: PrototypeIndex | None = None, own: int | None = None,
-            K: int = 2, drop: float = 0.3) -> dict[str, np.ndarray]:
+            K: int = 2, drop: float = 0.3, subset: int | None = None) -> dict[str, np.ndarray]:
     """Visited states of a mixture policy, labelled by the expert of ``domain``.
 
     Per step the expert acts with probability ``mix[0]``, ``agent(ep)`` with probability
-    ``mix[1]`` and a random action otherwise. With an ``index``, each step also stores the
-    ``K`` worlds retrieved from the trajectory so far (all but the first are dropped with
-    probability ``drop``, so the module also learns to use fewer worlds); world ``own`` is
-    excluded from retrieval in half of the episodes.
+    ``mix[1]`` and a random action otherwise. Each step also stores the ``K`` worlds the
+    composition module will see there (all but the first are dropped with probability ``drop``,
+    so the module also learns to use fewer worlds):
+
+    - with ``subset = N`` (the library's size), the official recipe: world ``own`` (this domain's
+      world model) and ``K - 1`` other worlds drawn at random per episode;
+    - with an ``index``, the worlds retrieved from the trajectory so far, world ``own`` excluded
+      from retrieval in half of the episodes (the first pass of the chapter).
     """
     if len(mix) != 2 or min(mix) < 0 or sum(mix) > 1:
         raise ValueError(f"mix: expected (p_expert, p_agent) >= 0 with a sum <= 1, got {mix}")
     if mix[1] > 0 and agent is None:
         raise ValueError("agent: mix gives the agent a share of the steps, so an agent is needed")
+    if subset is not None and (own is None or not 0 <= own < subset or not 1 <= K <= subset):
+        raise ValueError(f"subset: expected the library size N > own and >= K, got N={subset}, own={own}, K={K}")
     rng = np.random.default_rng(seed)
     ep = Episodes.start(domain, episodes, seed)
+    picks = None
+    if subset is not None:
+        others = [j for j in range(subset) if j != own]
+        picks = np.stack([np.r_[own, rng.choice(others, K - 1, replace=False)] for _ in range(episodes)])
     if index is not None and own is not None:
         ep.excluded = np.zeros((episodes, len(index)), dtype=bool)
         ep.excluded[:, own] = rng.random(episodes) < 0.5
@@ -248,8 +266,11 @@ def collect(domain: Domain, episodes: int, seed: int, mix: tuple[float, float] =
                            ("a", a), ("s_next", s_next), ("afforded", ep.domain.afforded(ep.s)),
                            ("expert", ep.cache)):
             rows[key].append(value[live])
-        if index is not None:
-            chosen = retrieve(np.stack(ep.dists, 1), K, ep.excluded) if ep.t else np.zeros((len(live), K), int)
+        if index is not None or picks is not None:
+            if picks is not None:
+                chosen = picks
+            else:
+                chosen = retrieve(np.stack(ep.dists, 1), K, ep.excluded) if ep.t else np.zeros((len(live), K), int)
             present = np.full((len(live), K), ep.t > 0)
             present[:, 1:] &= rng.random((len(live), K - 1)) >= drop  # world dropout: K' < K too
             rows["chosen"].append(chosen[live])
@@ -290,10 +311,18 @@ def train_reasoning(data: dict[str, np.ndarray], epochs: int = 30, batch: int = 
 
 
 def train_world_model(data: dict[str, np.ndarray], epochs: int = 40, batch: int = 128, seed: int = 0,
-                      width: int = 64, device="cpu") -> WorldModel:
-    """Train ``M_j`` on its own domain's transitions with eq. (wormi-world-loss); returned frozen."""
+                      width: int = 64, device="cpu", init: WorldModel | None = None) -> WorldModel:
+    """Train ``M_j`` on its own domain's transitions with eq. (wormi-world-loss); returned frozen.
+
+    ``init``: start from this world model's weights (the shared pretrained world model, so that
+    every world's hidden features live in one space, as fine-tunes of one language model do)."""
     torch.manual_seed(seed)
     model = WorldModel(width).to(device)
+    if init is not None:
+        if init.width != width:
+            raise ValueError(f"init: expected a world model of width {width}, got {init.width}")
+        model.load_state_dict(init.state_dict())
+        model.requires_grad_(True)
     t = _torch(data, ("s", "g", "a", "s_next", "afforded", "expert"), device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     for i in _batches(len(t["s"]), batch, epochs, seed):
@@ -306,17 +335,22 @@ def train_world_model(data: dict[str, np.ndarray], epochs: int = 40, batch: int 
 
 def train_composition(pi_r: ReasoningPolicy, library: list[WorldModel], data: dict[str, np.ndarray],
                       average: bool = False, epochs: int = 3, batch: int = 64, lr: float = 1e-3,
-                      seed: int = 0, device="cpu") -> tuple[CompoundAttention, list[float]]:
+                      seed: int = 0, device="cpu", layers: tuple[int, ...] = (0,)
+                      ) -> tuple[Implant, list[float]]:
     """Behaviour cloning of ``C_theta`` with ``pi_R`` and the world models frozen; each sample
-    implants the worlds its own trajectory retrieved (or, with ``average``, the library's mean)."""
+    implants the worlds its own trajectory retrieved (or, with ``average``, the library's mean),
+    after each block in ``layers``."""
     torch.manual_seed(seed)
-    compose = CompoundAttention(pi_r.d, library[0].width).to(device)
+    compose = Implant(pi_r.d, library[0].width, layers=layers).to(device)
     t = _torch(data, ("g", "s", "prev_a", "prev_eff", "expert", "chosen", "present"), device)
+    with torch.no_grad():  # the world models are frozen: their features are computed once
+        parts = [library_features(library, t["s"][j:j + 4096], t["g"][j:j + 4096])
+                 for j in range(0, len(t["s"]), 4096)]
+        every = [torch.cat([p[k] for p in parts]) for k in range(4)]
     opt = torch.optim.Adam(compose.parameters(), lr=lr)
     losses = []
     for i in _batches(len(t["s"]), batch, epochs, seed):
-        with torch.no_grad():
-            feats = library_features(library, t["s"][i], t["g"][i])
+        feats = [f[i] for f in every]
         worlds, mask = select_worlds(feats, t["chosen"][i].cpu().numpy(), t["present"][i].cpu().numpy(),
                                      average=average)
         logits, _ = implanted_logits(pi_r, compose, t["g"][i], t["s"][i], t["prev_a"][i], t["prev_eff"][i],
@@ -339,13 +373,16 @@ def evaluate(policy, domain: Domain, n: int = 60, seed: int = 0) -> tuple[pd.Dat
     every step's states, actions, effects and blocking modifiers (``states``, ``actions``,
     ``changed``, ``blocked``).
     """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n: expected a whole number of episodes >= 1, got {n!r}")
     ep = Episodes.start(domain, n, seed)
     index = getattr(policy, "index", None)
     if getattr(policy, "trace", None) is not None:
         policy.trace = []
-    ep.blocked, ep.states, ep.actions, ep.changed = [], [], [], []
+    ep.blocked, ep.states, ep.actions, ep.changed, ep.inputs = [], [], [], [], []
 
     def keep(e, a, s_next, changed):
+        e.inputs.append((e.prev_a.copy(), e.prev_eff.copy(), ~e.done))
         e.blocked.append(blocked_by(e.domain, e.s, a))
         e.states.append(e.s.copy())
         e.actions.append(a)
@@ -372,3 +409,53 @@ def retrieval_precision(policy: ImplantedPolicy, ep: Episodes, carries: list[fro
             hits += [any(m in carries[j] for j, p in zip(tr["chosen"][b], tr["present"][b]) if p)
                      for tr in steps]
     return float(np.mean(hits)) if hits else float("nan")
+
+
+def revealed_rules(ep: Episodes) -> int:
+    """How many (episode, modifier) pairs saw the modifier block an action the base rules allow
+    (the pairs over which :func:`retrieval_precision` can be measured)."""
+    if not hasattr(ep, "blocked"):
+        raise ValueError("ep: expected finished episodes from evaluate() (they keep what blocked each step)")
+    return int(sum(any(m in blocked[b] for blocked in ep.blocked)
+                   for b in range(len(ep.s)) for m in ep.domain.modifiers))
+
+
+@torch.no_grad()
+def composition_report(pi_r: ReasoningPolicy, compose: Implant, world: WorldModel, ep: Episodes) -> dict:
+    """What one implanted world model passes into the policy, over the live steps of ``ep``.
+
+    ``follow``: at the steps where the world's behaviour-cloning head and ``pi_R`` alone disagree,
+    the share at which the implanted policy takes the world's action (``disagree`` such steps);
+    ``residual``: per connection, ``|H' - H| / |H|`` of the goal token; ``attention``: the share of
+    the goal token's attention on each of the world's four tokens (h1, h2, affordance, action)
+    at the last connection.
+    """
+    if not getattr(ep, "inputs", None):
+        raise ValueError("ep: expected finished episodes from evaluate() (they keep every step's inputs)")
+    device = next(pi_r.parameters()).device
+    rows = [(st[live], ep.g[live], pa[live], pe[live]) for st, (pa, pe, live) in zip(ep.states, ep.inputs)]
+    s, g, prev_a, prev_eff = (np.concatenate(x) for x in zip(*rows))
+    as_f = lambda x: torch.as_tensor(x, dtype=torch.float32, device=device)  # noqa: E731
+    s, g = as_f(s), as_f(g)
+    prev_a, prev_eff = (torch.as_tensor(x, dtype=torch.long, device=device) for x in (prev_a, prev_eff))
+    worlds, mask = select_worlds(library_features([world], s, g), np.zeros((len(s), 1), dtype=int),
+                                 np.ones((len(s), 1), dtype=bool))
+    residual, attention = {}, None
+
+    def inject(h, block):
+        nonlocal attention
+        module = compose.module(block)
+        if module is None:
+            return h
+        out, _ = module(h, worlds, mask)
+        residual[block] = float(((out - h)[:, 0].norm(dim=-1) / h[:, 0].norm(dim=-1)).mean())
+        attention = module.token_attention[:, 0, 0].mean(0).cpu().numpy()
+        return out
+
+    implanted = pi_r(g, s, prev_a, prev_eff, inject=inject).argmax(-1)
+    plain = pi_r(g, s, prev_a, prev_eff).argmax(-1)
+    own = world(s, g)["bc"].argmax(-1)
+    disagree = own != plain
+    follow = float((implanted == own)[disagree].float().mean()) if bool(disagree.any()) else float("nan")
+    return {"follow": follow, "disagree": int(disagree.sum()), "steps": len(s), "residual": residual,
+            "attention": attention}

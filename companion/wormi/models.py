@@ -109,7 +109,8 @@ class CompoundAttention(nn.Module):
     ``forward(H, worlds, mask)`` takes the policy's token states ``H`` ``(B, n, d)``, the four
     features of ``K`` retrieved worlds (a list of four tensors ``(B, K, .)``) and a mask
     ``(B, K)`` of worlds actually present; it returns ``H'`` and the world weights ``beta``
-    ``(B, n, K)``. Absent worlds get ``beta = 0``; with no world, or with the gate at 0, ``H' = H``.
+    ``(B, n, K)``. Absent worlds get ``beta = 0``; with no world, or with the output projection
+    ``W_O`` at zero (an untrained module: it is initialised at zero), ``H' = H``.
     """
 
     def __init__(self, d: int = 64, width: int = 64, heads: int = 4):
@@ -121,8 +122,9 @@ class CompoundAttention(nn.Module):
         self.ln = nn.LayerNorm(d)
         self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
         self.q_beta, self.k_beta = nn.Linear(d, d), nn.Linear(d, d)
-        self.out = nn.Linear(d, d)
-        self.gate = nn.Parameter(torch.zeros(()))
+        self.out = nn.Linear(d, d)  # W_O, zero at initialisation: an untrained module is the identity
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
 
     def world_tokens(self, worlds: list[torch.Tensor]) -> torch.Tensor:
         """``U`` ``(B, K, 4, d)``: shared projections of each world's features, eq. (wormi-tokens)."""
@@ -146,10 +148,29 @@ class CompoundAttention(nn.Module):
         q = self.q(h).view(B, n, self.heads, hd)
         k, v = self.k(u).view(B, K, TOKENS, self.heads, hd), self.v(u).view(B, K, TOKENS, self.heads, hd)
         att = torch.einsum("bnhe,bkrhe->bnkhr", q, k) / math.sqrt(hd)
-        o = torch.einsum("bnkhr,bkrhe->bnkhe", att.softmax(-1), v).reshape(B, n, K, d)
+        att = att.softmax(-1)
+        self.token_attention = att.detach().mean(3)  # (B, n, K, 4): which world tokens each query reads
+        o = torch.einsum("bnkhr,bkrhe->bnkhe", att, v).reshape(B, n, K, d)
         # world weights beta: which world each reasoning token listens to (eq. (wormi-beta))
         logits = torch.einsum("bnd,bkd->bnk", self.q_beta(h), self.k_beta(u.mean(2))) / math.sqrt(d)
         beta = logits.masked_fill(~mask[:, None, :], -1e9).softmax(-1)  # finite: no NaN on empty rows
         beta = beta * mask[:, None, :]
         mixed = torch.einsum("bnk,bnkd->bnd", beta, o)
-        return h + torch.tanh(self.gate) * self.out(mixed), beta
+        return h + self.out(mixed), beta
+
+
+class Implant(nn.Module):
+    """One compound-attention module per connection: ``at[i]`` rewrites the policy's token states
+    after block ``layers[i]`` (the official code hooks a module onto several layers of the base
+    model, spread over its depth; here both blocks of ``pi_R``)."""
+
+    def __init__(self, d: int = 64, width: int = 64, heads: int = 4, layers: tuple[int, ...] = (0, 1)):
+        super().__init__()
+        layers = tuple(int(x) for x in layers)
+        if not layers or len(set(layers)) != len(layers) or min(layers) < 0:
+            raise ValueError(f"layers: expected distinct block indices >= 0, got {layers}")
+        self.layers = layers
+        self.at = nn.ModuleList(CompoundAttention(d, width, heads) for _ in layers)
+
+    def module(self, layer: int) -> CompoundAttention | None:
+        return self.at[self.layers.index(layer)] if layer in self.layers else None

@@ -48,6 +48,8 @@ class PrototypeIndex:
 
     @classmethod
     def fit(cls, phis_per_model: list[np.ndarray], k: int = 256, seed: int = 0) -> "PrototypeIndex":
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k: expected a whole number of prototypes >= 1, got {k!r}")
         protos = []
         for j, phi in enumerate(phis_per_model):
             phi = np.asarray(phi, dtype=np.float32)
