@@ -211,6 +211,8 @@ class TaskAdapters(_Learner):
             if task_id is None or len(task_id) != len(v):
                 raise ValueError("task_id: the oracle selector needs the true task of every input")
             task_id = torch.as_tensor(task_id)
+            if task_id.ndim != 1:
+                raise ValueError(f"task_id: expected a 1-D tensor of task ids, got shape {tuple(task_id.shape)}")
             if task_id.dtype.is_floating_point or task_id.dtype == torch.bool or task_id.is_complex():
                 raise ValueError(f"task_id: expected integer task ids, got dtype {task_id.dtype}")
             if len(task_id) and (int(task_id.min()) < 0 or int(task_id.max()) >= len(self.adapters)):
