@@ -20,6 +20,10 @@ from companion.exercises import Report, eq
 
 __all__ = ["check_manifold_align", "check_coral"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_manifold_align": ("companion.core.model.manifold_align_loss",),
+              "check_coral": ("companion.core.align.coral",)}
+
 
 
 

@@ -20,6 +20,11 @@ from companion.exercises import Report, eq
 
 __all__ = ["check_pcgrad", "check_heun", "check_auroc"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_pcgrad": ("companion.dsda.pcgrad", "companion.dsda._pcgrad"),
+              "check_heun": ("companion.dsda._drift",),
+              "check_auroc": ()}  # the package computes AUROCs only through a model, not from scores
+
 
 def _tensor(report: Report, got, shape: tuple, what: str) -> torch.Tensor | None:
     if got is None:

@@ -96,8 +96,18 @@ def graded(module, checker: str, *answers) -> Graded:
 
 
 def _resolve(qualname: str):
-    module, _, attr = qualname.rpartition(".")
-    return getattr(importlib.import_module(module), attr)
+    """The object a dotted name names: the longest importable module prefix, then attributes
+    (``companion.gmail.LoRALinear.forward``)."""
+    parts = qualname.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ValueError(f"qualname: {qualname!r} names no importable object")
 
 
 class _Watch:

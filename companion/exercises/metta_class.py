@@ -21,6 +21,11 @@ from companion.exercises import Report, eq
 
 __all__ = ["check_purity", "check_ascent", "check_union_margin"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_purity": ("companion.metta_class.metrics.purity_factors",),
+              "check_ascent": ("companion.metta_class.generate.ascend",),
+              "check_union_margin": ()}
+
 
 def _array(report: Report, got, what: str) -> np.ndarray | None:
     if got is None:

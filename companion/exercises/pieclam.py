@@ -24,6 +24,11 @@ from companion.exercises import Report, eq
 
 __all__ = ["check_grad", "check_projection", "check_bigclam_barrier"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_grad": ("companion.pieclam.core.clam_grad",),
+              "check_projection": ("companion.pieclam.core.project_cone",),
+              "check_bigclam_barrier": ()}  # a construction: the package fits, it does not propose
+
 
 def _grad_cases():
     """(name, F, edge_index, lorentz): small graphs, codes inside the cone, edge logits away from 0."""

@@ -23,6 +23,10 @@ from companion.svg.masks import band_mask, to_blocks
 
 __all__ = ["check_temporal_block_mask", "check_online_softmax"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_temporal_block_mask": ("companion.svg.masks.band_mask",),  # to_blocks pools: a tool
+              "check_online_softmax": ()}
+
 
 # --- exercise 1 ----------------------------------------------------------------------------------
 

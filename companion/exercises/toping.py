@@ -22,6 +22,11 @@ from companion.exercises import Report, eq
 
 __all__ = ["check_h0_deaths", "check_topo_discrepancy"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_h0_deaths": ("companion.toping.persistence.edge_persistence",
+                                  "companion.toping.persistence._pairing"),
+              "check_topo_discrepancy": ("companion.toping.losses.topo_discrepancy",)}
+
 
 def _h0_cases():
     rng = np.random.default_rng(5)
