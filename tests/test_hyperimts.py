@@ -621,3 +621,17 @@ def test_a_variable_without_its_history_keeps_its_queries(data):
             hx.without_history_of(b, bad)
     with pytest.raises(ValueError, match="^batch"):
         hx.without_history_of("batch", [0])
+
+
+def test_the_shipped_pbcseq_checkpoint_loads_into_the_current_model_code():
+    from companion.checkpoints import load_checkpoint
+    from companion.hyperimts import clinical, train
+
+    path = train.CHECKPOINTS / "quick-pbcseq.pt"
+    models, meta = load_checkpoint(path, lambda m: clinical.build_pbc_models(m["recipe"]))
+    assert meta["recipe"] == json.loads(json.dumps(clinical.PBC_RECIPES["quick"]))
+    assert "uncommitted" not in meta["commit"]
+    _, val, _ = clinical.pbcseq_splits(meta["recipe"])
+    key = hx.model_key("HyperIMTS", clinical.pbc_seeds(meta["recipe"])[0])
+    got = hx.evaluate(models[key], val.batches(256))["mse"]
+    assert got == pytest.approx(meta["histories"][key]["best_val"], rel=1e-4)
