@@ -439,3 +439,20 @@ ISSUE47_BAD_DATA = [
 def test_bad_data_is_refused_naming_the_argument(fn, kwargs, name):
     with pytest.raises(ValueError, match=rf"^{name}"):
         fn(**kwargs)
+
+
+def test_blockwise_memory_logits_equal_the_matrix_form_and_its_gradient():
+    """The training loop's blockwise path gives forward()'s logits and the same gradient."""
+    learner = lada.LADALearner(6, lam1=3, lam2=2, epochs=1, seed=0)
+    learner.learn_task(_toy_task(0, 2))
+    mem = learner.memory
+    mem.add_classes(_unit(_toy_task(2, 2, seed=3).train_x), torch.arange(2, 4).repeat_interleave(12), 3)
+    v = _unit(torch.randn(5, 6, generator=torch.Generator().manual_seed(4)))
+    torch.testing.assert_close(mem.blockwise(v), mem.forward(v), rtol=1e-6, atol=1e-6)
+    (g1,) = torch.autograd.grad(mem.forward(v).square().sum(), mem.current)
+    (g2,) = torch.autograd.grad(mem.blockwise(v).square().sum(), mem.current)
+    torch.testing.assert_close(g1, g2, rtol=1e-6, atol=1e-6)
+    vg = v.clone().requires_grad_(True)  # a gradient into the features still flows through both
+    (h1,) = torch.autograd.grad(mem.forward(vg).sum(), vg)
+    (h2,) = torch.autograd.grad(mem.blockwise(vg).sum(), vg)
+    torch.testing.assert_close(h1, h2, rtol=1e-6, atol=1e-6)

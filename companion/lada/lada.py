@@ -136,10 +136,35 @@ class LabelMemory(nn.Module):
         return self.forward(check_features(v_norm, "v_norm", self.dim))
 
     def forward(self, v_norm: torch.Tensor) -> torch.Tensor:
-        """:meth:`logits` without the input checks (the training loop's path)."""
+        """:meth:`logits` without the input checks."""
         affinity = torch.exp(-self.beta * (1.0 - v_norm @ self.vectors().T))  # (B, P)
         out = torch.zeros(len(v_norm), self.n_classes, device=v_norm.device, dtype=affinity.dtype)
         return out.index_add(1, self.class_of.to(v_norm.device), affinity)  # = affinity @ J
+
+    def blockwise(self, v_norm: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward`, computed for the frozen and the current memory apart, so that the
+        frozen block builds no autograd graph when no gradient has to reach ``v_norm`` (the
+        training loop's path: the same numbers, about a fifth less time per step)."""
+        self.vectors()  # raises before any class is added
+        out = torch.zeros(len(v_norm), self.n_classes, device=v_norm.device, dtype=v_norm.dtype)
+        owner = self.class_of.to(v_norm.device)
+        n_frozen = sum(len(w) for w in self.frozen)
+        for W, cols in ((self._frozen_matrix(), slice(0, n_frozen)), (self.current, slice(n_frozen, None))):
+            if W is None or len(W) == 0:
+                continue
+            grad = torch.is_grad_enabled() and (W.requires_grad or v_norm.requires_grad)
+            with torch.set_grad_enabled(grad):
+                affinity = torch.exp(-self.beta * (1.0 - v_norm @ W.T))  # (B, P_block)
+                out = out.index_add(1, owner[cols], affinity)
+        return out
+
+    def _frozen_matrix(self) -> torch.Tensor | None:
+        """The frozen memory vectors of all finished tasks in one matrix, concatenated once."""
+        if not self.frozen:
+            return None
+        if getattr(self, "_frozen_cache", (None, 0))[1] != len(self.frozen):
+            self._frozen_cache = (torch.cat(self.frozen), len(self.frozen))
+        return self._frozen_cache[0]
 
     def num_params(self) -> int:
         return sum(w.numel() for w in self.frozen) + (self.current.numel() if self.current is not None else 0)

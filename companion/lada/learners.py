@@ -261,7 +261,7 @@ class LADALearner(_Learner):
         """l = s cos(v, t_c) + alpha l^lada_c(v), eq. (lada-logits), over every class added so far."""
         out = self.classifier(v_norm)
         if self.memory is not None:
-            out = out + self.alpha * self.memory(v_norm)
+            out = out + self.alpha * self.memory.blockwise(v_norm)
         return out
 
     def learn_task(self, task) -> None:
