@@ -25,7 +25,6 @@ NOT_MIGRATED = {  # one slug per line: a chapter that adopts contract v3 deletes
     "flair",
     "hyperimts",
     "ngs",
-    "wormi",
 }
 # A chapter may not give "time" as the reason for a missing ablation while it runs in under 60 s.
 TIME_WORDS = re.compile(r"\b(time|budget|seconds?|minutes?|too slow)\b", re.IGNORECASE)
