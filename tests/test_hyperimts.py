@@ -1,6 +1,7 @@
 """The HyperIMTS chapter's package: the IMTS data, the hypergraph, the model and its baselines."""
 
 import json
+import math
 import sys
 
 import numpy as np
@@ -635,3 +636,32 @@ def test_the_shipped_pbcseq_checkpoint_loads_into_the_current_model_code():
     key = hx.model_key("HyperIMTS", clinical.pbc_seeds(meta["recipe"])[0])
     got = hx.evaluate(models[key], val.batches(256))["mse"]
     assert got == pytest.approx(meta["histories"][key]["best_val"], rel=1e-4)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(lr=float("nan")), "lr"), (dict(lr=0.0), "lr"), (dict(lr=True), "lr"), (dict(decay=0.0), "decay"),
+    (dict(decay=1.5), "decay"), (dict(batch_size=0), "batch_size"), (dict(epochs=1.5), "epochs"),
+    (dict(patience=2.0), "patience"),
+])
+def test_bad_training_arguments_are_named(data, kwargs, name):
+    train, val = data.select(range(8)), [data.select(range(8, 12))]
+    with pytest.raises(ValueError, match=f"^{name}"):
+        hx.fit(hx.GRUD(6, hidden=4), train, val, **{"epochs": 1, **kwargs})
+
+
+def test_the_irregularity_aware_scores_follow_the_authors_rule():
+    """One sample: variable 0 observed at t = 0.1 and 0.2, variable 1 at 0.1 only (2 timestamps)."""
+    torch.manual_seed(0)
+    att = hx.IrregularityAwareAttention(4)
+    time = torch.tensor([0.1, 0.1, 0.2], dtype=torch.float64)
+    var = torch.tensor([0, 1, 0])
+    g = hx.build_hypergraph(time, var, torch.zeros(3, dtype=torch.long), 1, 2)
+    h = torch.tensor([[2.0, 9, 9, 9], [3.0, 9, 9, 9], [5.0, 9, 9, 9]])   # first channels 2, 3, 5
+    e = torch.randn(2, 4)
+    s, c, blend = att.scores(e, h, g, var, 2)
+    static = att.q(e) @ att.k(e).T / 2.0
+    fine = torch.tensor([[2 * 2 + 5 * 5, 2 * 3], [3 * 2, 3 * 3]]) / math.sqrt(2)   # sums over shared times
+    share = torch.tensor([[1.0, 0.5], [1.0, 1.0]])                               # of u's timestamps
+    assert torch.allclose(c[0], share)
+    expect = torch.where(static > 0.5, (1 - share) * static + share * fine, static)
+    assert torch.allclose(s[0], expect, atol=1e-6) and torch.equal(blend[0], static > 0.5)
