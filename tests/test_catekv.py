@@ -65,10 +65,14 @@ def test_decode_triton_path_equals_torch_path(model):
     c2 = kvcache.HybridKVCache.from_prefill(pre.ks, pre.vs, keep)
     P = pre.n
     seq = batch.full_sequence()
-    for t in range(3):
-        a = model.decode_step(seq[:, P + t], seq[:, P + t - 1], c1, P + t, backend="torch")
-        b = model.decode_step(seq[:, P + t], seq[:, P + t - 1], c2, P + t, backend="triton")
-        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="^q: requires grad"):  # forward-only: never a silent lost gradient
+        model.decode_step(seq[:, P], seq[:, P - 1], kvcache.HybridKVCache.from_prefill(pre.ks, pre.vs, keep), P,
+                          backend="triton")
+    with torch.no_grad():  # decoding is inference
+        for t in range(3):
+            a = model.decode_step(seq[:, P + t], seq[:, P + t - 1], c1, P + t, backend="torch")
+            b = model.decode_step(seq[:, P + t], seq[:, P + t - 1], c2, P + t, backend="triton")
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
 
 
 def test_model_creates_its_tensors_on_the_inputs_device():

@@ -262,3 +262,64 @@ def test_every_autotune_config_equals_the_reference(config):
                                      block_n=config.kwargs["BLOCK_N"], num_warps=config.num_warps,
                                      num_stages=config.num_stages)
     torch.testing.assert_close(out, bsa.block_sparse_attention_reference(q, k, v, mask, 128), atol=1e-5, rtol=1e-5)
+
+
+# --- inputs that require grad: the kernels are forward-only -----------------------------------------
+
+def _bsa_inputs(grad: bool):
+    q, k, v = (torch.randn(1, 1, 16, 16, requires_grad=grad) for _ in range(3))
+    return q, k, v, torch.ones(1, 1, dtype=torch.bool)
+
+
+def _sda_inputs(grad: bool):
+    k = torch.randn(8, 16)
+    q = torch.randn(1, 1, 16, requires_grad=grad)
+    off, lens = torch.zeros(1, 1, dtype=torch.int32), torch.full((1, 1), 8, dtype=torch.int32)
+    return q, k, k, off, lens
+
+
+@pytest.mark.skipif(not kernels.triton_runs_on("cpu"), reason="needs TRITON_INTERPRET=1 (set by conftest)")
+def test_triton_refuses_inputs_that_require_grad_and_auto_picks_the_differentiable_reference():
+    from companion.kernels import block_sparse_attention as bsa
+    from companion.kernels import sparse_decode_attention as sda
+
+    q, k, v, mask = _bsa_inputs(grad=True)
+    with pytest.raises(ValueError, match="^q: requires grad"):
+        bsa.block_sparse_attention(q, k, v, mask, block_size=16, backend="triton")
+    qd, kd, vd, off, lens = _sda_inputs(grad=True)
+    with pytest.raises(ValueError, match="^q: requires grad"):
+        sda.sparse_decode_attention(qd, kd, vd, off, lens, backend="triton")
+    # a plan prepared without grad refuses a run with grad, rather than dropping the gradient
+    plan = bsa.prepare_block_sparse_attention(*_bsa_inputs(grad=False), block_size=16, backend="triton")
+    with pytest.raises(ValueError, match="^q: requires grad"):
+        plan.run(q, k, v)
+    with torch.no_grad():  # no gradient wanted: the kernel runs
+        assert plan.run(q, k, v).grad_fn is None
+    # "auto" never drops a gradient: on a CPU it is the reference anyway, and it stays differentiable
+    out = bsa.block_sparse_attention(q, k, v, mask, block_size=16, backend="auto")
+    out.sum().backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+def test_auto_prefers_the_reference_when_a_gradient_is_needed(monkeypatch):
+    from companion.kernels import block_sparse_attention as bsa
+    from companion.kernels import sparse_decode_attention as sda
+
+    for module in (bsa, sda):  # pretend a GPU: "auto" would pick Triton
+        monkeypatch.setattr(module, "select_backend", lambda x, backend="auto", name="q": "triton")
+    assert bsa.prepare_block_sparse_attention(*_bsa_inputs(grad=True), block_size=16).backend == "torch"
+    assert sda.prepare_sparse_decode_attention(*_sda_inputs(grad=True)).backend == "torch"
+
+
+def test_empty_queries_and_mixed_head_dims_are_named():
+    from companion.kernels import block_sparse_attention as bsa
+    from companion.kernels import sparse_decode_attention as sda
+
+    q = torch.randn(1, 1, 0, 16)  # empty queries are fine with an empty mask, and named with any other
+    assert bsa.block_sparse_attention(q, q, q, torch.ones(0, 0, dtype=torch.bool), block_size=16).shape == q.shape
+    with pytest.raises(ValueError, match=r"^q: has no positions \(N = 0\), so block_mask"):
+        bsa.block_sparse_attention(q, q, q, torch.ones(1, 1, dtype=torch.bool), block_size=16, backend="torch")
+    with pytest.raises(ValueError, match="^k_heads: every block must have one head dimension"):
+        sda.pack_varlen([[torch.randn(3, 16), torch.randn(2, 32)]], [[torch.randn(3, 16), torch.randn(2, 32)]])
+    with pytest.raises(ValueError, match="^k_heads: expected every block"):
+        sda.pack_varlen([[torch.randn(3)]], [[torch.randn(3)]])

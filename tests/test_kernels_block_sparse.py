@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from companion.kernels import block_sparse_attention as bsa
-from tests.test_kernels_backend import no_host_sync
+from test_kernels_backend import no_host_sync  # tests/ is on sys.path (pytest, rootdir without __init__)
 
 pytestmark = pytest.mark.skipif(not (bsa.INTERPRET or torch.cuda.is_available()),
                                 reason="needs a GPU or TRITON_INTERPRET=1 (tests/conftest.py sets it without a GPU)")

@@ -5,7 +5,7 @@ import torch
 
 from companion.kernels import INTERPRET
 from companion.kernels import sparse_decode_attention as sda
-from tests.test_kernels_backend import no_host_sync
+from test_kernels_backend import no_host_sync  # tests/ is on sys.path (pytest, rootdir without __init__)
 
 TRITON = INTERPRET or torch.cuda.is_available()
 DEV = "cuda" if torch.cuda.is_available() else "cpu"

@@ -145,6 +145,9 @@ class TinyDecoder(nn.Module):
         """
         backend = as_choice(backend, "backend", ("auto", "torch", "triton"))
         use_kernel = decode_backend(token, backend) == "triton"
+        if use_kernel and backend == "auto" and torch.is_grad_enabled() and \
+                any(p.requires_grad for p in self.parameters()):
+            use_kernel = False  # the kernel has no backward: "auto" keeps the step differentiable
         if use_kernel and return_attn:
             raise ValueError("return_attn: the attention weights are only available on the torch path")
         B = token.shape[0]

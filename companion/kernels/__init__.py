@@ -41,7 +41,7 @@ except ImportError:  # pragma: no cover
     triton = None
 
 __all__ = ["INTERPRET", "HAS_TRITON", "BACKENDS", "KERNELS", "TunedPlan", "triton_runs_on", "select_backend",
-           "check_interpretable", "check_tile", "check_launch_options", "load_benchmark"]
+           "needs_grad", "check_forward_only", "check_interpretable", "check_tile", "check_launch_options", "load_benchmark"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"  # read once: it decides how @triton.jit compiles
 HAS_TRITON = triton is not None
@@ -83,6 +83,25 @@ def select_backend(x, backend: str = "auto", name: str = "q") -> str:
         raise ValueError(f"backend: 'triton' needs CUDA tensors, or CPU tensors with TRITON_INTERPRET=1 set "
                          f"before importing companion.kernels ({why}); use backend='auto'")
     return backend
+
+
+def needs_grad(*tensors) -> bool:
+    """Whether autograd would track an op on ``tensors`` (grad mode on, one of them requires grad)."""
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
+
+
+def check_forward_only(**tensors: torch.Tensor) -> None:
+    """Refuse, naming the argument, a tensor that requires grad on the way to a Triton kernel: the
+    kernels have no backward, so their output would have no ``grad_fn`` and a loss through them
+    would silently get no gradient. (``backend="auto"`` picks the differentiable torch reference
+    for such inputs instead.)"""
+    if not torch.is_grad_enabled():
+        return
+    for name, x in tensors.items():
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            raise ValueError(f"{name}: requires grad, but backend='triton' is forward-only (no backward: the output "
+                             f"would carry no gradient); use backend='torch' or 'auto' (differentiable), or run "
+                             f"under torch.no_grad()")
 
 
 def check_interpretable(x: torch.Tensor, name: str = "q") -> None:

@@ -38,8 +38,8 @@ import torch
 import triton
 import triton.language as tl
 
-from . import (TunedPlan, INTERPRET, check_interpretable, check_launch_options, check_tile, head_offset, row_offsets,
-               select_backend)
+from . import (TunedPlan, INTERPRET, check_forward_only, check_interpretable, check_launch_options, check_tile,
+               head_offset, needs_grad, row_offsets, select_backend)
 
 __all__ = ["block_sparse_attention", "block_sparse_attention_reference", "prepare_block_sparse_attention",
            "BlockSparsePlan", "block_lut", "expand_block_mask", "CONFIGS", "INTERPRET"]
@@ -166,6 +166,9 @@ def _broadcast_mask(block_mask, B: int, H: int, n: int, block_size: int, device)
     if not isinstance(block_mask, torch.Tensor) or block_mask.dtype != torch.bool:
         raise ValueError(f"block_mask: expected a bool tensor, got "
                          f"{getattr(block_mask, 'dtype', type(block_mask).__name__)}")
+    if n == 0 and (block_mask.ndim not in (2, 3, 4) or tuple(block_mask.shape[-2:]) != (0, 0)):
+        raise ValueError(f"q: has no positions (N = 0), so block_mask must have shape [..., 0, 0], got "
+                         f"{tuple(block_mask.shape)}; empty inputs give empty outputs")
     if block_mask.ndim not in (2, 3, 4) or tuple(block_mask.shape[-2:]) != (nb, nb):
         raise ValueError(f"block_mask: expected shape [..., {nb}, {nb}] (ceil(N / block_size) = ceil({n} / "
                          f"{block_size}) blocks per side) with 2 to 4 dimensions, got {tuple(block_mask.shape)}")
@@ -258,6 +261,7 @@ class BlockSparsePlan(TunedPlan):
             out, lse = block_sparse_attention_reference(q, k, v, self._mask4, self.block_size, self.scale,
                                                         return_lse=True)
         else:
+            check_forward_only(q=q, k=k, v=v)
             out, lse = self._launch(q, k, v)
         return (out, lse) if self.return_lse else out
 
@@ -307,8 +311,10 @@ def prepare_block_sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Te
     Arguments as in :func:`block_sparse_attention`. Here, and only here, the host waits for the
     device (the finiteness check and the lookup table's width).
     """
-    backend = select_backend(q, backend, "q")
+    requested, backend = backend, select_backend(q, backend, "q")
     _check_qkv(q, k, v, check_finite)
+    if backend == "triton" and requested == "auto" and needs_grad(q, k, v):
+        backend = "torch"  # the kernel has no backward; the reference is differentiable
     block_size = _check_block_size(block_size)
     B, H, n, D = q.shape
     scale = _check_scale(sm_scale, D)

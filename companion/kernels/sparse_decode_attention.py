@@ -36,7 +36,8 @@ import math
 
 import torch
 
-from . import (TunedPlan, HAS_TRITON, INTERPRET, check_interpretable, check_launch_options, check_tile, select_backend)
+from . import (TunedPlan, HAS_TRITON, INTERPRET, check_forward_only, check_interpretable, check_launch_options,
+               check_tile, needs_grad, select_backend)
 from companion.validation import as_positive_int
 
 if HAS_TRITON:
@@ -269,6 +270,7 @@ class SparseDecodePlan(TunedPlan):
         if self.backend == "torch":
             out, lse = _attend(q, k, v, *self._lists, self.scale, self.G)
         else:
+            check_forward_only(q=q, k=k, v=v)
             out, lse = self._launch(q, k, v)
         return (out, lse) if self.return_lse else out
 
@@ -330,8 +332,10 @@ def prepare_sparse_decode_attention(q, k, v, offsets, lengths, *, sm_scale=None,
     Arguments as in :func:`sparse_decode_attention`. Here, and only here, the host waits for the
     device (the checks of the offsets and lengths, the longest head for ``num_splits``).
     """
-    backend = select_backend(q, backend, "q")
+    requested, backend = backend, select_backend(q, backend, "q")
     B, Hq, Hkv, D = check_inputs(q, k, v, offsets, lengths)
+    if backend == "triton" and requested == "auto" and needs_grad(q, k, v):
+        backend = "torch"  # the kernel has no backward; the reference is differentiable
     scale = _scale(sm_scale, D)
     signature = ((q.shape, q.dtype, q.device), (k.shape, k.dtype, k.device))
     config = _launch_config(block_n, num_warps, num_stages)  # checked on every backend, used by Triton's
@@ -375,6 +379,12 @@ def pack_varlen(k_heads, v_heads, *, index_dtype=torch.int32):
         raise ValueError("v_heads: expected the same [B][Hkv] nesting as k_heads")
     flat_k = [k_heads[b][h] for b in range(B) for h in range(Hkv)]
     flat_v = [v_heads[b][h] for b in range(B) for h in range(Hkv)]
+    for name, flat in (("k_heads", flat_k), ("v_heads", flat_v)):
+        if any(not isinstance(t, torch.Tensor) or t.ndim != 2 for t in flat):
+            raise ValueError(f"{name}: expected every block to be a [length, D] tensor")
+        dims = sorted({t.shape[1] for t in flat})
+        if len(dims) > 1:
+            raise ValueError(f"{name}: every block must have one head dimension D, got {dims}")
     lens = torch.tensor([t.shape[0] for t in flat_k], dtype=torch.int64)
     if any(a.shape != c.shape for a, c in zip(flat_k, flat_v)):
         raise ValueError("v_heads: every V block must have the shape of its K block")
