@@ -477,6 +477,11 @@ def test_an_untrained_engine_with_the_ridge_skip_is_ridge_and_the_ensemble_avera
             c, q, _ = fl.preprocess(cx, qx, mask, power=power)
             members.append(fl.ridge_loo(c, (cy - m) / s, q, mask)[0] * s + m)
     assert torch.allclose(mean, 0.5 * (members[0] + members[1]), atol=1e-4)
+    with torch.no_grad():  # a trained network moves the mean; correction=False drops it again
+        dde.decoder[-1].bias.fill_(0.5)
+        assert not torch.allclose(dde(cx, cy, qx)[0], mean, atol=1e-3)
+        dde.correction = False
+        assert torch.allclose(dde(cx, cy, qx)[0], mean, atol=1e-4)
 
 
 def test_a_shuffled_context_keeps_the_phases_labels_in_another_order():

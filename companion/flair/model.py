@@ -292,6 +292,7 @@ class DynamicDecisionEngine(nn.Module):
             nn.init.zeros_(self.decoder[-1].weight)
             nn.init.zeros_(self.decoder[-1].bias)
         self.power = False  # which input pipeline meta_train draws for the next step
+        self.correction = True  # False: the ridge skip alone (an ablation of the network)
 
     def _check(self, ctx_x, ctx_y, qry_x, ctx_mask):
         if ctx_x.ndim != 3 or ctx_x.shape[2] != self.d_x:
@@ -335,7 +336,7 @@ class DynamicDecisionEngine(nn.Module):
             c, q = layer(c, q, pad)
         mean_n, log_var_n = self.decoder(self.norm(q)).unbind(-1)
         if self.ridge_skip:
-            mean_n = mean_n + p_q
+            mean_n = mean_n + p_q if self.correction else p_q
         return mean_n, log_var_n.clamp(-10, 10)
 
     def forward(self, ctx_x, ctx_y, qry_x, ctx_mask=None):
