@@ -1,0 +1,167 @@
+"""Every public function and class of every chapter's package has a bad-input test.
+
+"Has a test" means: its name is called inside a ``pytest.raises(ValueError, ...)`` block, or
+appears in a table of bad inputs (a module-level list whose name contains ``BAD``), in one of the
+test modules. Public means: in a module's ``__all__`` (or, in a module without one, a function or
+class it defines under a name without a leading underscore), for the package and each of its
+modules except the training entry point.
+
+``PENDING`` lists, per package, the public names that have no such test yet: the list may only
+shrink. A new public function without a bad-input test fails here, and so does a listed name that
+has one now (delete it from the list).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+PACKAGES = ["best_of_n", "facttest", "icl_latents", "svg", "catekv", "hyperimts", "orte", "flair", "pieclam", "core",
+            "species_range", "toping", "dsda", "metta_class", "ocl", "lada", "gmail", "ngs", "wormi", "kernels"]
+
+PENDING = {  # one package per entry; delete a name when its bad-input test lands
+    "best_of_n": ["MarkovLM", "Reference", "best_of_n_pmf", "bon_continuous", "cherry_picked", "chi2_check",
+        "expected_estimator", "kl_formula", "kl_gap_bound", "level_pmf", "markov_lm", "mc_kl",
+        "optimal_win_rate_at_kl", "random_reference", "renyi2_entropy", "rewind_repeat_continuous",
+        "rounded_rewards", "sample_best_of_n", "tilt_continuous", "tilted_policy", "uniform", "win_rate",
+        "win_rate_bound", "win_rate_gap_bound"],
+    "facttest": ["DiscreteVEScores", "FactMLP", "FactTest", "GaussianScores", "KnowledgeWorld", "ShiftWorld",
+        "answer_questions", "as_correct", "discrete_violation_probability", "error_rates",
+        "facttest_threshold", "fit_density_ratio", "logistic_regression", "max_prob_score", "min_null_samples",
+        "naive_index", "naive_threshold", "order_statistic_index", "predictive_entropy_score",
+        "rejection_sample", "simulate_violation", "train_fact_model", "vanilla_entropy_score",
+        "violation_probability"],
+    "icl_latents": ["ExplicitModel", "ImplicitTransformer", "SinusoidReadoutPredictor", "SinusoidTask"],
+    "svg": ["HeadRecorder", "TinyVideoDiT", "attention_flops", "block_density", "dense_attention",
+        "element_density", "head_summary", "kernel_errors", "linear_flops", "measured_speedup",
+        "oracle_head_types", "rows_attention", "ssim", "svg_masks", "to_blocks", "to_frame_major",
+        "token_major_perm"],
+    "catekv": ["Prefill", "RecallBatch", "Vocab", "captured_mass", "causal_attention_probs", "chunk_scores",
+        "concat", "decode_accuracy", "decode_backend", "duo_gates", "duo_select", "equal_bytes_per_head",
+        "head_votes", "kernel_errors", "kv_bytes", "measured_attention_speedup", "middle_attention",
+        "smooth_scores", "snapkv_select", "solo_compression", "streaming_select"],
+    "hyperimts": ["HyperedgeAttention", "Hypergraph", "MTANLite", "NodeAttention", "PeakMemory",
+        "build_pbc_models", "data_seed", "evaluate_all", "history_mean", "init_time_embedding", "last_value",
+        "load_or_train_pbcseq", "make_splits", "model_key", "pairs_within", "pbc_seeds", "step_cost",
+        "train_pbcseq", "trained"],
+    "orte": ["amplitude_saliency", "decoy_ramps"],
+    "flair": ["Connection", "DriftingTable", "EngineEstimate", "FLAIR", "FineTuned", "InContext", "KNNContext",
+        "Method", "RidgeContext", "Static", "TaskFeaturizer", "audit", "draw_rows", "flights_path",
+        "in_context_errors", "label", "load_dde", "load_flights", "meta_train", "offline_workload",
+        "preprocess", "prior_nll", "ridge_loo", "sample_concept", "sample_queries", "summarize",
+        "weighted_mse"],
+    "pieclam": ["ClamResult", "GAE", "LorentzMap", "RingMixture", "anomaly_scores", "as_batch", "as_omitted",
+        "bridge_mass", "clam_grad", "clam_split", "degree_scores", "dense_loglik", "disjoint_union",
+        "edge_density", "edge_logits", "edge_probs", "gae_anomaly_scores", "gae_probs", "lorentz_boost",
+        "nx_graph", "plant_contextual", "plant_structural", "prob_error", "prob_matrix", "project_cone",
+        "rapidity", "roc_curve", "sample_edges", "sample_graph", "sbm", "sbm_probs", "spectral_ratio",
+        "to_dense"],
+    "core": ["CityData", "CoRE", "DenseGAT", "anchor_pairs", "attention_scale", "chance_type_agreement",
+        "coral", "cycle_recon_loss", "dense_graph", "fit_pair", "latent_probe", "make_city_pair",
+        "manifold_align_loss", "mobility_loss", "moment_gap", "moment_match_loss", "probe_direction_cosine",
+        "procrustes", "standardise", "train_core", "transfer_eval", "type_agreement", "untrained_pair"],
+    "species_range": ["FSSINR", "LocationEncoder", "SINR", "SyntheticGlobe", "fssinr_scores", "real_land",
+        "sample_contexts", "timed", "train_fssinr"],
+    "toping": ["Batch", "Diagram", "GINClassifier", "Graph", "History", "RationalHat", "ashman_d",
+        "batch_cut_persistence", "batch_edge_persistence", "batch_node_cut_persistence", "cycle_edge_scores",
+        "degree_edge_scores", "node_truth", "persistence_self_check", "saliency_explain", "topo_gap",
+        "total_persistence", "two_means_1d"],
+    "dsda": ["MLP", "SyntheticSet", "emmn_unlearn", "feature_probe_auroc", "finetune", "logit_margin",
+        "noise_sets", "retrain"],
+    "metta_class": ["Dataset", "as_int", "as_labels", "as_points", "as_positive", "blobs", "digits",
+        "max_softmax", "metta_probability", "overlap_rate"],
+    "ocl": ["Block", "History", "build_timed", "check_images", "count_flops", "extract", "extract_pools",
+        "extract_views", "list_bundled_fonts", "steps_for_flops"],
+    "lada": ["CosineClassifier", "StreamResult", "Task", "cache_features", "check_accuracy_matrix",
+        "check_features", "check_new_labels", "checksum", "class_names", "handwritten_digits",
+        "pretraining_set", "summary_table"],
+    "gmail": ["Budget", "CaptionHead", "DualEncoder", "Split", "Splits", "as_batch", "as_digits", "as_ids",
+        "as_images", "as_int", "as_nonneg", "as_positive", "as_scalar", "caption_ids", "caption_strings",
+        "checksum", "nonzero_rows", "pair_partners", "same_rows", "train_head"],
+    "ngs": ["NGSConfig", "Rollout", "SearchResult", "allowed_mask", "check_temperature", "edge_hash",
+        "generate_tsp", "greedy_multistart", "held_karp", "is_permutation", "neighbour_table",
+        "parent_neighbours", "select_parents", "select_survivors", "solve_exact", "solve_mip",
+        "tune_temperature"],
+    "wormi": ["Block", "CompoundAttention", "Episodes", "check_actions", "check_states", "implanted_logits",
+        "library_features", "reached", "retrieval_precision", "train_composition", "train_reasoning",
+        "world_features"],
+    "kernels": ["BlockSparsePlan", "SparseDecodePlan", "TunedPlan", "block_lut", "check_forward_only",
+        "check_inputs", "check_launch_options", "check_tile", "expand_block_mask", "needs_grad",
+        "prepare_block_sparse_attention", "prepare_sparse_decode_attention",
+        "sparse_decode_attention_reference", "sparse_decode_attention_triton", "triton_runs_on"],
+}
+
+
+def _public(module) -> dict[str, object]:
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n, obj in vars(module).items() if not n.startswith("_")
+                 and (inspect.isfunction(obj) or inspect.isclass(obj))
+                 and getattr(obj, "__module__", "") == module.__name__]
+    return {n: getattr(module, n) for n in names}
+
+
+def exports(package: str) -> set[str]:
+    """The public functions and classes of ``companion.<package>`` defined in it (not re-exported
+    from numpy, torch or another package)."""
+    root = importlib.import_module(f"companion.{package}")
+    modules = [root]
+    if hasattr(root, "__path__"):
+        modules += [importlib.import_module(f"companion.{package}.{m.name}")
+                    for m in pkgutil.iter_modules(root.__path__) if m.name != "train"]
+    found = set()
+    for module in modules:
+        for name, obj in _public(module).items():
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) and \
+                    getattr(obj, "__module__", "").startswith(f"companion.{package}"):
+                found.add(name)
+    return found
+
+
+def _names(node) -> set[str]:
+    return {n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(node)
+            if isinstance(n, (ast.Attribute, ast.Name))}
+
+
+def _raises_value_error(item) -> bool:
+    call = item.context_expr
+    return (isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "raises" and bool(call.args)
+            and getattr(call.args[0], "id", "") == "ValueError")
+
+
+@cache
+def _tested() -> frozenset[str]:
+    """Every name used inside a ``pytest.raises(ValueError)`` block or a table of bad inputs."""
+    names: set[str] = set()
+    for path in TESTS.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and "BAD" in t.id.upper()
+                                                    for t in node.targets):
+                names |= _names(node.value)
+            elif isinstance(node, ast.With) and any(_raises_value_error(i) for i in node.items):
+                names |= _names(node)
+    return frozenset(names)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_public_function_has_a_bad_input_test(package):
+    missing = exports(package) - _tested()
+    pending = set(PENDING.get(package, ()))
+    new = sorted(missing - pending)
+    assert not new, (f"companion.{package}: public names without a bad-input test (a ValueError naming the "
+                     f"argument): {new}")
+    done = sorted(pending - missing)
+    assert not done, f"companion.{package}: {done} have a bad-input test now: delete them from PENDING"
+
+
+def test_the_pending_list_names_real_exports():
+    for package, names in PENDING.items():
+        assert package in PACKAGES
+        assert set(names) <= exports(package), f"{package}: {sorted(set(names) - exports(package))} are not public"
