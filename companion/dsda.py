@@ -83,6 +83,13 @@ def _positive(x, name: str, *, allow_zero: bool = False) -> float:
     return x
 
 
+def _rate(x, name: str, *, zero: bool = False) -> float:
+    """A finite learning rate or weight: > 0 (>= 0 with ``zero``)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 or (x == 0 and not zero):
+        raise ValueError(f"{name}: expected a finite number {'>=' if zero else '>'} 0, got {x!r}")
+    return float(x)
+
+
 def _count(n, name: str, low: int = 1) -> int:
     if isinstance(n, bool) or int(n) != n or n < low:
         raise ValueError(f"{name}: expected an integer >= {low}, got {n!r}")
@@ -323,6 +330,15 @@ class SyntheticSet:
     y: torch.Tensor
     logits: torch.Tensor
 
+    def __post_init__(self):
+        n = len(self.x) if isinstance(self.x, torch.Tensor) and self.x.ndim == 2 else None
+        if n is None:
+            raise ValueError(f"x: expected an (N, d) tensor, got {getattr(self.x, 'shape', type(self.x).__name__)}")
+        for name, t in (("y", self.y), ("logits", self.logits)):
+            if not isinstance(t, torch.Tensor) or len(t) != n:
+                raise ValueError(f"{name}: expected {n} rows, one per input, got "
+                                 f"{getattr(t, 'shape', type(t).__name__)}")
+
     def subset(self, classes: Sequence[int]) -> "SyntheticSet":
         keep = torch.isin(self.y, torch.as_tensor(list(classes), device=self.y.device))
         return SyntheticSet(self.x[keep], self.y[keep], self.logits[keep])
@@ -559,7 +575,8 @@ def finetune(model: nn.Module, X_r, y_r, *, steps: int = 100, lr: float = 1e-3, 
     student.requires_grad_(True)
     X_r = _points(X_r, "X_r")
     y_r = _labels(y_r, "y_r", len(X_r), student.head.out_features)
-    return _fit(student, X_r, y_r, steps=_count(steps, "steps"), batch=batch, lr=lr, seed=seed)
+    return _fit(student, X_r, y_r, steps=_count(steps, "steps"), batch=_count(batch, "batch"),
+                lr=_rate(lr, "lr"), seed=seed)
 
 
 def _optimise_noise(model: nn.Module, y: torch.Tensor, sign: float, *, steps: int, penalty: float,
@@ -585,6 +602,8 @@ def emmn_unlearn(model: nn.Module, forget_classes: Sequence[int], *, n_retain: i
     impair on both noise sets with their labels, then repair on the retain noise only."""
     K = model.head.out_features
     forget = _classes(forget_classes, "forget_classes", K, proper=True)
+    impair_lr, repair_lr = _rate(impair_lr, "impair_lr"), _rate(repair_lr, "repair_lr")
+    penalty = _rate(penalty, "penalty", zero=True)
     teacher = _frozen(model)
     gen = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
@@ -732,8 +751,14 @@ def feature_probe_auroc(model: nn.Module, X_fit, is_forget_fit, X_eval, is_forge
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
 
-    h_fit = model.features(_points(X_fit, "X_fit")).cpu().numpy()
-    h_eval = model.features(_points(X_eval, "X_eval")).cpu().numpy()
+    X_fit, X_eval = _points(X_fit, "X_fit"), _points(X_eval, "X_eval")
+    for name, flags, X in (("is_forget_fit", is_forget_fit, X_fit), ("is_forget_eval", is_forget_eval, X_eval)):
+        flags = np.asarray(flags)
+        if flags.shape != (len(X),) or not np.isin(flags, (0, 1)).all() or len(np.unique(flags)) < 2:
+            raise ValueError(f"{name}: expected {len(X)} flags of 0/1 (True/False) holding both values, got "
+                             f"shape {flags.shape} with values {np.unique(flags)[:5]}")
+    h_fit = model.features(X_fit).cpu().numpy()
+    h_eval = model.features(X_eval).cpu().numpy()
     probe = LogisticRegression(max_iter=2000).fit(h_fit, np.asarray(is_forget_fit))
     return float(roc_auc_score(np.asarray(is_forget_eval), probe.decision_function(h_eval)))
 

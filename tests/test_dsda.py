@@ -534,3 +534,38 @@ def test_bn_prior_bad_input():
         ds.bn_prior(model, torch.full((3, 4), float("nan")))
     with pytest.raises(ValueError, match="^x"):
         ds.bn_prior(model, torch.rand(4))
+
+
+_M = ds.MLP(4, (8,), 3)
+_XD, _YD = torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])
+_FLAGS = np.array([0, 1] * 3)
+DSDA_BAD_INPUTS = [  # inputs the chapter never passes; each must be refused naming its argument
+    (lambda: ds.MLP(0), "d_in"),
+    (lambda: ds.MLP(4, (2.5,), 3), "hidden"),
+    (lambda: ds.MLP(4, (8,), 1), "n_classes"),
+    (lambda: ds.SyntheticSet(_XD, _YD[:3], torch.zeros(6, 3)), "y"),
+    (lambda: ds.SyntheticSet(_XD, _YD, torch.zeros(5, 3)), "logits"),
+    (lambda: ds.emmn_unlearn(_M, [7]), "forget_classes"),
+    (lambda: ds.emmn_unlearn(_M, [0], impair_lr=float("nan")), "impair_lr"),
+    (lambda: ds.emmn_unlearn(_M, [0], repair_lr=0.0), "repair_lr"),
+    (lambda: ds.emmn_unlearn(_M, [0], penalty=-1.0), "penalty"),
+    (lambda: ds.feature_probe_auroc(_M, torch.full((6, 4), float("nan")), _FLAGS, _XD, _FLAGS), "X_fit"),
+    (lambda: ds.feature_probe_auroc(_M, _XD, np.zeros(6), _XD, _FLAGS), "is_forget_fit"),
+    (lambda: ds.feature_probe_auroc(_M, _XD, _FLAGS, _XD, _FLAGS[:4]), "is_forget_eval"),
+    (lambda: ds.finetune(_M, _XD, _YD, steps=0), "steps"),
+    (lambda: ds.finetune(_M, _XD, _YD, lr=float("nan")), "lr"),
+    (lambda: ds.finetune(_M, _XD, _YD, batch=0), "batch"),
+    (lambda: ds.finetune(_M, _XD, torch.arange(6)), "y_r"),
+    (lambda: ds.logit_margin(_M, _XD, torch.arange(6)), "y"),
+    (lambda: ds.logit_margin(_M, torch.full((6, 4), float("inf")), _YD), "X"),
+    (lambda: ds.noise_sets(_M, [0], 2.5), "n_per_class"),
+    (lambda: ds.noise_sets(_M, [9], 2), "classes"),
+    (lambda: ds.retrain(_XD, torch.tensor([0, 1, 2, 3, 4, 99])), "y"),
+    (lambda: ds.retrain(torch.full((6, 4), float("nan")), _YD), "X"),
+]
+
+
+@pytest.mark.parametrize("call, name", DSDA_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

@@ -471,3 +471,23 @@ def test_ascent_refuses_a_start_outside_its_clamp_box():
     with pytest.raises(ValueError, match=r"^x0: expected shape \(N, d\)"):
         mc.ascend(net, torch.zeros(3), 0)
     assert mc.ascend(net, torch.full((2, 3), 16.0), 0, steps=1, clamp=None).shape == (2, 3)
+
+
+_NET = torch.nn.Sequential(torch.nn.Linear(2, 3))
+_LONG = torch.zeros(3, dtype=torch.long)
+METTA_BAD_INPUTS = [  # inputs the chapter never passes; each must be refused naming its argument
+    (lambda: mc.Dataset(torch.zeros(3, 2), _LONG[:2], torch.zeros(3, 2), _LONG, 2), "y_train"),
+    (lambda: mc.Dataset(torch.zeros(3, 2), _LONG, torch.zeros(3, 5), _LONG, 2), "X_test"),
+    (lambda: mc.Dataset(torch.zeros(3, 2), _LONG, torch.zeros(3, 2), _LONG, 1), "n_classes"),
+    (lambda: mc.blobs(0, 10), "n_train"),
+    (lambda: mc.digits(test_size=1.5), "test_size"),
+    (lambda: mc.max_softmax(_NET, torch.full((3, 2), float("nan"))), "X"),
+    (lambda: mc.metta_probability(_NET, torch.full((3, 2), float("inf"))), "X"),
+    (lambda: mc.overlap_rate(torch.zeros(3, dtype=torch.bool), torch.zeros(4, dtype=torch.bool)), "b"),
+]
+
+
+@pytest.mark.parametrize("call, name", METTA_BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_argument_table(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

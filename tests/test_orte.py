@@ -146,6 +146,10 @@ _Y = torch.zeros(2, dtype=torch.long)
 _MASK = torch.ones(2, 10, 1, dtype=torch.bool)
 
 ORTE_BAD_INPUTS = [
+    (lambda **kw: ot.amplitude_saliency(**kw), dict(X=torch.full((2, 5, 1), float("nan"))), "X"),
+    (lambda **kw: ot.amplitude_saliency(**kw), dict(X=torch.zeros(2, 5)), "X"),
+    (lambda **kw: ot.decoy_ramps(**kw), dict(n=2.5), "n"),
+    (lambda **kw: ot.decoy_ramps(8, **kw), dict(noise=float("nan")), "noise"),
     (lambda **kw: ot.integrated_gradients(_BB, _X, **kw), dict(baseline=torch.full((10, 1), float("nan"))),
      "baseline"),
     (lambda **kw: ot.integrated_gradients(_BB, _X, **kw), dict(baseline=torch.zeros(3, 7)), "baseline"),

@@ -36,6 +36,12 @@ class Dataset:
     n_classes: int
     centers: torch.Tensor | None = None
 
+    def __post_init__(self):
+        K = as_int(self.n_classes, "n_classes", low=2)
+        X_train = as_points(self.X_train, "X_train")
+        as_labels(self.y_train, len(X_train), K, "y_train")
+        as_labels(self.y_test, len(as_points(self.X_test, "X_test", d=X_train.shape[1])), K, "y_test")
+
     def to(self, device) -> "Dataset":
         move = (lambda t: None if t is None else t.to(device))
         return Dataset(move(self.X_train), move(self.y_train), move(self.X_test), move(self.y_test),
