@@ -523,3 +523,19 @@ def test_bad_decoder_and_search_inputs_raise_naming_the_argument(policy, call, n
 def test_bad_population_inputs_raise_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=f"^{name}"):
         call()
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: ngs.generate_tsp(2, 5, seed=1.5), "seed"),
+    (lambda: ngs.generate_tsp(2, 5, seed=-1), "seed"),
+    (lambda: ngs.generate_tsp(2, 5, seed=True), "seed"),
+    (lambda: ngs.generate_tsp(2.0, 5, seed=0), "num"),
+    (lambda: ngs.generate_tsp(0, 5, seed=0), "num"),
+    (lambda: ngs.AttentionPolicy(d_model=12.5), "d_model"),
+    (lambda: ngs.AttentionPolicy(n_layers=0), "n_layers"),
+    (lambda: ngs.AttentionPolicy(d_model=30, n_heads=8), "n_heads"),
+    (lambda: ngs.AttentionPolicy(tanh_clip=float("nan")), "tanh_clip"),
+])
+def test_bad_instance_and_model_arguments_raise_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

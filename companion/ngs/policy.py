@@ -64,6 +64,12 @@ class AttentionPolicy(nn.Module):
     def __init__(self, d_model: int = 128, n_layers: int = 3, n_heads: int = 8, ff_mult: int = 4,
                  tanh_clip: float = 10.0):
         super().__init__()
+        for name, value in (("d_model", d_model), ("n_layers", n_layers), ("n_heads", n_heads), ("ff_mult", ff_mult)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        if isinstance(tanh_clip, bool) or not isinstance(tanh_clip, (int, float)) or not math.isfinite(tanh_clip) \
+                or tanh_clip <= 0:
+            raise ValueError(f"tanh_clip: expected a finite number > 0, got {tanh_clip!r}")
         if d_model % n_heads:
             raise ValueError(f"n_heads: must divide d_model = {d_model}, got {n_heads}")
         self.config = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, ff_mult=ff_mult, tanh_clip=tanh_clip)

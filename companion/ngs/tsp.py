@@ -50,6 +50,8 @@ def generate_tsp(num: int, n: int, seed: int) -> torch.Tensor:
     for name, value, low in (("num", num, 1), ("n", n, 3)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
     gen = torch.Generator().manual_seed(int(seed))
     return torch.rand(int(num), int(n), 2, generator=gen)
 
