@@ -515,3 +515,43 @@ def test_other_bad_arguments():
     for match, call in cases:
         with pytest.raises(ValueError, match=match):
             call()
+
+
+_P, _R = np.array([0.2, 0.3, 0.5]), np.array([0.0, 1.0, 2.0])
+_NAN, _RNG = float("nan"), np.random.default_rng(0)
+BEST_OF_N_BAD_INPUTS = [  # one row per public function at least; each refused naming its argument
+    (lambda: bon.best_of_n_pmf(_P, _R, 2.5), "n"),
+    (lambda: bon.best_of_n_pmf(_P, _R, 2, tie_break="first"), "tie_break"),
+    (lambda: bon.bon_continuous(0), "n"),
+    (lambda: bon.cherry_picked(1.5), "eps"),
+    (lambda: bon.chi2_check(_P, _R, 2, 0, _RNG), "size"),
+    (lambda: bon.chi2_check(_P, _R, 2, 100, _RNG, min_expected=_NAN), "min_expected"),
+    (lambda: bon.expected_estimator(_P, np.array([0.0, _NAN, 1.0]), 2), "rewards"),
+    (lambda: bon.kl_formula(0.5), "n"),
+    (lambda: bon.kl_gap_bound(np.array([0.5, 0.6]), 2), "probs"),
+    (lambda: bon.level_pmf(_P, _R, 0), "n"),
+    (lambda: bon.markov_lm(_NAN, rng=_RNG), "alpha"),
+    (lambda: bon.markov_lm(1.0, vocab=1, rng=_RNG), "vocab"),
+    (lambda: bon.mc_kl(_P, _R, 2, 0, _RNG), "size"),
+    (lambda: bon.optimal_win_rate_at_kl(-1.0), "kl"),
+    (lambda: bon.random_reference(_RNG, L_max=1), "L_max"),
+    (lambda: bon.random_reference("rng"), "rng"),
+    (lambda: bon.renyi2_entropy(np.array([0.5, 0.6])), "probs"),
+    (lambda: bon.rewind_repeat_continuous(0.5), "m"),
+    (lambda: bon.rounded_rewards(_R, 0), "k"),
+    (lambda: bon.rounded_rewards(np.array([_NAN, 1.0]), 2), "rewards"),
+    (lambda: bon.sample_best_of_n(_P, _R, 2, -1, _RNG), "size"),
+    (lambda: bon.tilt_continuous(_NAN), "beta"),
+    (lambda: bon.tilted_policy(_P, _R, _NAN), "beta"),
+    (lambda: bon.uniform(0), "L"),
+    (lambda: bon.win_rate(_P, _R, 2, ties="none"), "ties"),
+    (lambda: bon.win_rate(_P, _R, 0), "n"),
+    (lambda: bon.win_rate_bound(0), "n"),
+    (lambda: bon.win_rate_gap_bound(_P, 0), "n"),
+]
+
+
+@pytest.mark.parametrize("call, name", BEST_OF_N_BAD_INPUTS)
+def test_every_function_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

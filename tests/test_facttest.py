@@ -253,3 +253,37 @@ def test_the_dkw_rank_is_valid_and_more_conservative_than_k_hat():
             ft.dkw_index(**args)
     sim = ft.simulate_violation(ft.GaussianScores(mu=2.0), 200, 0.1, 0.05, 500, np.random.default_rng(0), rule="dkw")
     assert sim["k"] == ft.dkw_index(200, 0.1, 0.05) and sim["frequency"] <= 0.05
+
+
+_NAN, _RNG = float("nan"), np.random.default_rng(0)
+FACTTEST_BAD_INPUTS = [  # one row per public function at least; each refused naming its argument
+    (lambda: ft.DiscreteVEScores(K=1), "K"),
+    (lambda: ft.DiscreteVEScores(p_correct=1.5), "p_correct"),
+    (lambda: ft.FactMLP(0, 2, 3), "n_entities"),
+    (lambda: ft.GaussianScores(mu=_NAN), "mu"),
+    (lambda: ft.GaussianScores(p_correct=-0.1), "p_correct"),
+    (lambda: ft.KnowledgeWorld(n_entities=0), "n_entities"),
+    (lambda: ft.KnowledgeWorld(noise=1.5), "noise"),
+    (lambda: ft.ShiftWorld(source=(0.0, 2.0)), "source"),
+    (lambda: ft.ShiftWorld(slope=_NAN), "slope"),
+    (lambda: ft.as_correct(np.array([0, 2, 1])), "correct"),
+    (lambda: ft.discrete_violation_probability([0.0, 1.0], [0.5, 0.6], 2, 10, 0.1), "null_probs"),
+    (lambda: ft.discrete_violation_probability([1.0, 0.0], [0.5, 0.5], 2, 10, 0.1), "atoms"),
+    (lambda: ft.discrete_violation_probability([0.0, 1.0], [0.5, 0.5], 12, 10, 0.1), "k"),
+    (lambda: ft.discrete_violation_probability([0.0, 1.0], [0.5, 0.5], 2, 10, 0.1, rule="=="), "rule"),
+    (lambda: ft.logistic_regression(np.full((4, 2), _NAN), np.array([0, 1, 0, 1])), "features"),
+    (lambda: ft.logistic_regression(np.zeros((4, 2)), np.array([0, 1, 0, 2])), "labels"),
+    (lambda: ft.max_prob_score(np.array([[0.5, 0.6]])), "probs"),
+    (lambda: ft.min_null_samples(1.5, 0.1), "alpha"),
+    (lambda: ft.naive_index(2.5, 0.1), "n0"),
+    (lambda: ft.naive_threshold(np.array([_NAN, 1.0]), 0.1), "null_scores"),
+    (lambda: ft.predictive_entropy_score(np.array([[_NAN, 0.5]])), "probs"),
+    (lambda: ft.simulate_violation(ft.GaussianScores(), 10, 0.1, 0.05, 0, _RNG), "reps"),
+    (lambda: ft.simulate_violation(ft.GaussianScores(), 10, 0.1, 0.05, 5, _RNG, rule="x"), "rule"),
+]
+
+
+@pytest.mark.parametrize("call, name", FACTTEST_BAD_INPUTS)
+def test_every_function_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

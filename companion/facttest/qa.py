@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from companion.validation import as_generator, as_positive_int
+from companion.validation import as_generator, as_positive_int, as_probability
 
 from .scores import max_prob_score, predictive_entropy_score, vanilla_entropy_score
 from .shift import logistic_regression
@@ -41,6 +41,11 @@ class KnowledgeWorld:
     misconceived: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self):
+        as_positive_int(self.n_entities, "n_entities")
+        as_positive_int(self.n_relations, "n_relations")
+        as_positive_int(self.n_objects, "n_objects", minimum=2)
+        for name in ("misconception_frac", "misconception_rate", "noise"):
+            as_probability(getattr(self, name), name, low_open=False, high_open=False)
         rng = np.random.default_rng(self.seed)
         shape = (self.n_entities, self.n_relations)
         self.truth = rng.integers(self.n_objects, size=shape)
@@ -76,6 +81,9 @@ class FactMLP(nn.Module):
     def __init__(self, n_entities: int, n_relations: int, n_objects: int, d_entity: int = 32,
                  d_relation: int = 16, hidden: int = 128):
         super().__init__()
+        for name, value in (("n_entities", n_entities), ("n_relations", n_relations), ("n_objects", n_objects),
+                            ("d_entity", d_entity), ("d_relation", d_relation), ("hidden", hidden)):
+            as_positive_int(value, name)
         self.entity = nn.Embedding(n_entities, d_entity)
         self.relation = nn.Embedding(n_relations, d_relation)
         self.hidden = nn.Sequential(nn.Linear(d_entity + d_relation, hidden), nn.ReLU())

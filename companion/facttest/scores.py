@@ -40,4 +40,6 @@ def max_prob_score(probs) -> np.ndarray:
     p = np.asarray(probs, dtype=float)
     if p.ndim != 2 or not np.all(np.isfinite(p)):
         raise ValueError(f"probs: expected an (m, V) array of probabilities, got shape {p.shape}")
+    if np.any(p < 0) or not np.allclose(p.sum(axis=1), 1.0, atol=1e-6):
+        raise ValueError("probs: every row must be a probability vector (non-negative, summing to 1)")
     return p.max(axis=1)

@@ -53,6 +53,8 @@ def logistic_regression(features, labels, *, l2: float = 1e-4, iters: int = 50) 
     y = np.asarray(labels, dtype=float)
     if y.shape != (x.shape[0],):
         raise ValueError(f"labels: expected shape ({x.shape[0]},), got {y.shape}")
+    if not np.isin(y, (0.0, 1.0)).all():
+        raise ValueError(f"labels: expected booleans or 0/1 values, got {np.unique(y)[:5]}")
     X = _design(x)
     penalty = np.full(X.shape[1], float(l2) * x.shape[0])
     penalty[0] = 0.0

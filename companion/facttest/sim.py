@@ -18,7 +18,8 @@ import numpy as np
 from scipy import stats
 from scipy.special import betaln, gammaln, xlogy
 
-from companion.validation import as_choice, as_generator, as_positive_int, as_probability
+from companion.validation import (as_choice, as_float_array, as_generator, as_positive_int, as_probability,
+                                  as_probability_vector)
 
 from .threshold import _index, dkw_index, naive_index
 
@@ -31,6 +32,10 @@ class GaussianScores:
 
     mu: float = 2.0
     p_correct: float = 0.5
+
+    def __post_init__(self):
+        as_float_array(self.mu, "mu")
+        as_probability(self.p_correct, "p_correct", low_open=False, high_open=False)
 
     def sample_null(self, size, rng) -> np.ndarray:
         return as_generator(rng).standard_normal(size)
@@ -87,7 +92,11 @@ class DiscreteVEScores:
     alt_probs: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self):
-        K = as_positive_int(self.K, "K")
+        K = as_positive_int(self.K, "K", minimum=2)
+        for name in ("a0", "b0", "a1", "b1"):
+            as_float_array(getattr(self, name), name, low=0, low_open=True)
+        as_positive_int(self.n_other, "n_other")
+        as_probability(self.p_correct, "p_correct", low_open=False, high_open=False)
         comp = _compositions(K, 1 + self.n_other)
         n1 = comp[:, 0]
         log_coef = gammaln(K + 1) - gammaln(comp + 1).sum(axis=1) - (K - n1) * math.log(self.n_other)
@@ -147,7 +156,15 @@ def discrete_violation_probability(atoms, null_probs, k: int, n0: int, alpha: fl
     a Bin(n0, F(t*)) tail. For '>=' replace S(t) by P(T >= t). k = n0 + 1 (tau = +inf) gives 0.
     """
     rule = as_choice(rule, "rule", (">", ">="))
-    atoms, p = np.asarray(atoms, float), np.asarray(null_probs, float)
+    atoms = as_float_array(atoms, "atoms")
+    p = as_probability_vector(null_probs, "null_probs")
+    if atoms.shape != p.shape or atoms.ndim != 1 or np.any(np.diff(atoms) <= 0):
+        raise ValueError(f"atoms: expected increasing values, one per entry of null_probs {p.shape}, got {atoms}")
+    n0 = as_positive_int(n0, "n0", minimum=1)
+    k = as_positive_int(k, "k")
+    if k > n0 + 1:
+        raise ValueError(f"k: expected an index in 1..n0 + 1 = {n0 + 1}, got {k}")
+    alpha = as_probability(alpha, "alpha")
     if k == n0 + 1:
         return 0.0
     ge = np.cumsum(p[::-1])[::-1]
@@ -177,6 +194,14 @@ class ShiftWorld:
     target: tuple[float, float] = (4.0, 2.0)
     slope: float = 3.0
     gap: float = 2.0
+
+    def __post_init__(self):
+        for name in ("source", "target"):
+            ab = as_float_array(getattr(self, name), name, low=0, low_open=True)
+            if ab.shape != (2,):
+                raise ValueError(f"{name}: expected the two Beta parameters (a, b), got {getattr(self, name)!r}")
+        as_float_array(self.slope, "slope")
+        as_float_array(self.gap, "gap")
 
     @property
     def bound(self) -> float:
