@@ -22,6 +22,7 @@ __all__ = [
     "as_positive_int_array",
     "as_choice",
     "as_generator",
+    "as_instance",
 ]
 
 
@@ -142,3 +143,11 @@ def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
         _fail(name, f"expected a numpy.random.Generator such as np.random.default_rng(0), got {type(rng).__name__}")
     return rng
+
+
+def as_instance(x: Any, name: str, types: type | tuple[type, ...]) -> Any:
+    """Return ``x`` if it is an instance of ``types`` (a class or a tuple of classes)."""
+    if not isinstance(x, types):
+        wanted = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+        _fail(name, f"expected a {wanted}, got {type(x).__name__}")
+    return x

@@ -338,3 +338,26 @@ E5, Y5 = np.arange(10.0).reshape(5, 2) ** 1.5, np.arange(1.0, 6.0)
 def test_bad_input_of_the_protocols_names_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name}:"):
         call()
+
+
+from companion.core import evaluate as _ce, model as _cm
+
+_NAN = float("nan")
+CORE_BAD_INPUTS = [  # one row per public function at least; each refused naming its argument
+    (lambda: _cm.attention_scale("model"), "model"),
+    (lambda: _cm.cycle_recon_loss(torch.full((3, 4), _NAN), torch.zeros(3, 4), torch.nn.Linear(4, 4),
+                                  torch.nn.Linear(4, 4)), "Hs"),
+    (lambda: _cm.dense_graph(torch.zeros(3, 4)), "adj"),
+    (lambda: _cm.dense_graph(torch.zeros(3, 3), self_loops="x"), "self_loops"),
+    (lambda: _cm.fit_pair(None, None, cross="x"), "cross"),
+    (lambda: _cm.moment_gap(torch.full((3, 4), _NAN), torch.zeros(3, 4)), "Hs"),
+    (lambda: _ce.standardise(np.full((3, 2), _NAN)), "E"),
+    (lambda: _cm.train_core(None, torch.zeros(3, 3), torch.zeros(3, 3), epochs=0), "epochs"),
+    (lambda: _cm.fit_pair("city", None), "city_s"),
+]
+
+
+@pytest.mark.parametrize("call, name", CORE_BAD_INPUTS)
+def test_core_package_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

@@ -284,3 +284,27 @@ def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
 def test_a_learned_logit_scale_parameter_is_still_accepted():
     s = torch.nn.Parameter(torch.tensor(2.0))
     assert gm.caption_logits(_Z, _BANK, s).shape == (4, 30)
+
+
+from companion.gmail import data as _gmd, experiment as _gme, models as _gmm, train as _gmt
+
+_NAN = float("nan")
+GMAIL_MORE_BAD_INPUTS = [  # the rest of the package's public functions
+    (lambda: _gme.Budget(lr=_NAN), "lr"),
+    (lambda: _gme.Budget(batch=0), "batch"),
+    (lambda: _gmm.CaptionHead(dim=0), "dim"),
+    (lambda: _gmm.DualEncoder(gm.ImageEncoder(), rank=0), "rank"),
+    (lambda: _gmm.DualEncoder(gm.ImageEncoder(), alpha=_NAN), "alpha"),
+    (lambda: _gmd.caption_ids(torch.tensor([0, 11]), torch.tensor([0, 1])), "y"),
+    (lambda: _gmd.caption_ids(torch.tensor([0, 1]), torch.tensor([0, 5])), "thick"),
+    (lambda: _gmm.checksum("model"), "module"),
+    (lambda: _gmt.pair_partners(torch.tensor([0, 1]), torch.tensor([0, 0]), torch.Generator()), "cap_pool"),
+    (lambda: _gmt.train_head(torch.full((4, 8), _NAN), torch.zeros(4, dtype=torch.long), torch.randn(30, 8)), "z"),
+    (lambda: _gmt.train_head(torch.randn(4, 8), torch.zeros(4, dtype=torch.long), torch.randn(30, 8), steps=0), "steps"),
+]
+
+
+@pytest.mark.parametrize("call, name", GMAIL_MORE_BAD_INPUTS)
+def test_gmail_package_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

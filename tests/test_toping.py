@@ -675,3 +675,33 @@ def test_distribution_gap_of_one_graph_is_its_gap_and_refuses_bad_fs():
     assert tp.distribution_gap(gs, fs) <= tp.topo_gaps(gs, fs).mean() + 1e-12
     with pytest.raises(ValueError, match=r"fs\[2\]: must be finite"):
         tp.distribution_gap(gs, fs[:2] + [np.full(gs[2].num_nodes, np.nan)])
+
+
+from companion.toping import data as _td, losses as _tpl, metrics as _tpm, models as _tpmod, persistence as _tpp
+
+_E, _F3, _NAN = torch.tensor([[0, 1], [1, 2]]), torch.tensor([0.1, 0.5, 0.9]), float("nan")
+_G = _td.Graph(torch.zeros(3, 2), _E, 0, torch.zeros(2, dtype=torch.bool))
+TOPING_BAD_INPUTS = [  # one row per public function at least; each refused naming its argument
+    (lambda: _tpmod.GINClassifier("gnn"), "gnn"),
+    (lambda: _tpl.RationalHat(init_range=(0.5, 0.1)), "init_range"),
+    (lambda: _tpl.RationalHat(n_elements=0), "n_elements"),
+    (lambda: _tpl.RationalHat(lipschitz=_NAN), "lipschitz"),
+    (lambda: _tpm.ashman_d(np.array([_NAN, 1.0, 2.0])), "scores"),
+    (lambda: _tpp.batch_cut_persistence(3, _E, torch.tensor([_NAN, 0.5, 0.9])), "f"),
+    (lambda: _tpp.batch_edge_persistence(3, _E, torch.tensor([_NAN, 0.5]), 1.0), "times"),
+    (lambda: _tpp.batch_node_cut_persistence(3, _E, _F3, t=_NAN), "t"),
+    (lambda: _tpm.cycle_edge_scores("graph"), "graph"),
+    (lambda: _tpm.degree_edge_scores("graph"), "graph"),
+    (lambda: _tpm.node_truth("graph"), "graph"),
+    (lambda: _tpm.persistence_self_check(n_graphs=0), "n_graphs"),
+    (lambda: _tpmod.saliency_explain("model", None), "model"),
+    (lambda: _tpm.topo_gap(_G, _F3, t=_NAN), "t"),
+    (lambda: _tpm.total_persistence(3, _E, torch.tensor([_NAN, 0.5, 0.9])), "f"),
+    (lambda: _tpm.two_means_1d(np.array([_NAN, 1.0])), "scores"),
+]
+
+
+@pytest.mark.parametrize("call, name", TOPING_BAD_INPUTS)
+def test_toping_package_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from companion.validation import as_choice, as_instance
+
 
 def _matrix(x, name: str, cols: int | None = None) -> None:
     if not isinstance(x, torch.Tensor) or x.ndim != 2 or x.shape[0] < 1:
@@ -277,6 +279,10 @@ def fit_pair(city_s, city_t, cross: str = "core", seed: int = 0, d: int = 128, h
 
     Returns (H^s, H^t) as numpy arrays, the training history and the trained model.
     """
+    from companion.core.synthetic import CityData
+
+    as_choice(cross, "cross", CROSS)
+    as_instance(city_s, "city_s", CityData), as_instance(city_t, "city_t", CityData)
     f32 = lambda a: torch.tensor(a, dtype=torch.float32)
     torch.manual_seed(seed)
     model = CoRE(f32(city_s.adj), f32(city_t.adj), d=d, heads=heads, cross=cross, **switches)
@@ -301,7 +307,7 @@ def untrained_pair(city_s, city_t, seed: int = 0, d: int = 128, heads: int = 8, 
 def attention_scale(model: CoRE) -> float:
     """Root mean square of the within-city scores A^{ss} and A^{tt} of eq. (core-rec): how far
     the cycle term is from its trivial minimum, where every score is zero."""
-    Hs, Ht = model.embeddings()
+    Hs, Ht = as_instance(model, "model", CoRE).embeddings()
     scale = math.sqrt(Hs.shape[1])
     A = [model.q(H) @ model.k(H).T / scale for H in (Hs, Ht)]
     return float(torch.cat([a.flatten() for a in A]).pow(2).mean().sqrt())

@@ -81,8 +81,10 @@ def caption_ids(y: torch.Tensor, thick: torch.Tensor) -> torch.Tensor:
     """Caption id ``3 * digit + thickness``."""
     if y.shape != thick.shape:
         raise ValueError(f"thick: expected the shape of y {tuple(y.shape)}, got {tuple(thick.shape)}")
-    if len(y) and (int(y.min()) < 0 or int(y.max()) > 9 or int(thick.min()) < 0 or int(thick.max()) > 2):
-        raise ValueError("y, thick: digits must lie in 0..9 and thicknesses in 0..2")
+    if len(y) and (int(y.min()) < 0 or int(y.max()) > 9):
+        raise ValueError(f"y: digits must lie in 0..9, got {int(y.min())}..{int(y.max())}")
+    if len(y) and (int(thick.min()) < 0 or int(thick.max()) > 2):
+        raise ValueError(f"thick: thicknesses must lie in 0..2, got {int(thick.min())}..{int(thick.max())}")
     return (3 * y + thick).long()
 
 

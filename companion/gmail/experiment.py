@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import N_CAPTIONS, as_batch, as_int, as_nonneg
+from ._checks import N_CAPTIONS, as_batch, as_int, as_nonneg, as_positive
 from .data import Split, load_digits_splits
 from .generator import PCAGaussGenerator
 from .metrics import caption_accuracy, caption_retrieval, concentration, domain_classifier_accuracy, paired_cosine
@@ -33,6 +33,12 @@ class Budget:
     lr: float = 1e-3
     rank: int = 4
     n_down: int = 3
+
+    def __post_init__(self):
+        for name in ("gen_per_real", "max_ratio", "n_heldout", "fr_epochs", "lora_steps", "head_steps", "batch",
+                     "rank", "n_down"):
+            as_int(getattr(self, name), name)
+        as_positive(self.lr, "lr")
 
 
 class Experiment:

@@ -96,6 +96,7 @@ class CaptionHead(nn.Module):
 
     def __init__(self, dim: int = 384, hidden: int = 128):
         super().__init__()
+        dim, hidden = as_int(dim, "dim"), as_int(hidden, "hidden")
         self.net = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
         self.log_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))
 
@@ -107,6 +108,8 @@ def checksum(module: nn.Module) -> str:
     """SHA-256 of every parameter and buffer of ``module`` (bytes, in order): equal iff bit-identical."""
     import hashlib
 
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
     h = hashlib.sha256()
     for name, t in list(module.named_parameters()) + list(module.named_buffers()):
         h.update(name.encode())

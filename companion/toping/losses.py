@@ -37,10 +37,14 @@ class RationalHat(nn.Module):
     def __init__(self, n_elements: int = 8, init_range: tuple[float, float] = (0.0, 0.5),
                  lipschitz: float = 2.0, seed: int = 0):
         super().__init__()
-        if n_elements < 1:
+        if isinstance(n_elements, bool) or not isinstance(n_elements, int) or n_elements < 1:
             raise ValueError(f"n_elements: expected an integer >= 1, got {n_elements!r}")
+        if isinstance(lipschitz, bool) or not isinstance(lipschitz, (int, float)) or not 0 < lipschitz < float("inf"):
+            raise ValueError(f"lipschitz: expected a finite number > 0, got {lipschitz!r}")
+        lo, hi = (float(v) for v in init_range)
+        if not 0 <= lo <= hi < float("inf"):
+            raise ValueError(f"init_range: expected 0 <= low <= high, finite, got {init_range!r}")
         gen = torch.Generator().manual_seed(seed)
-        lo, hi = init_range
         self.centres = nn.Parameter(lo + (hi - lo) * torch.rand(2, n_elements, 2, generator=gen))
         self.radii = nn.Parameter(torch.full((2, n_elements), 0.1))
         self.lipschitz = lipschitz

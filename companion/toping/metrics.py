@@ -12,7 +12,7 @@ from companion.toping.data import Graph, collate
 from companion.toping.losses import diagram_w1
 from companion.toping.persistence import (FILTRATIONS, batch_cut_persistence, batch_node_cut_persistence,
                                           cut_persistence, node_cut_persistence)
-from companion.validation import as_1d_float_array, as_choice, as_positive_int
+from companion.validation import as_1d_float_array, as_choice, as_instance, as_positive_int
 
 __all__ = ["explanation_auc", "two_means_1d", "ashman_d", "cycle_edge_scores", "degree_edge_scores",
            "node_truth", "topo_gaps", "topo_gap", "perturbed_scores", "total_persistence",
@@ -55,6 +55,7 @@ def ashman_d(scores) -> float:
 
 def cycle_edge_scores(graph: Graph) -> np.ndarray:
     """1 for every edge that lies on a cycle (is not a bridge), else 0: the trivial explainer."""
+    as_instance(graph, "graph", Graph)
     bridges = {tuple(sorted(e)) for e in nx.bridges(graph.to_networkx())}
     return np.array([tuple(e) not in bridges for e in graph.edges.tolist()], dtype=float)
 
@@ -62,12 +63,14 @@ def cycle_edge_scores(graph: Graph) -> np.ndarray:
 def degree_edge_scores(graph: Graph) -> np.ndarray:
     """The degree shortcut: each edge scored by the sum of its two ends' degrees (motif nodes of
     a grid or a house have more neighbours than the tree-like base's)."""
+    as_instance(graph, "graph", Graph)
     deg = torch.bincount(graph.edges.flatten(), minlength=graph.num_nodes).double()
     return (deg[graph.edges[:, 0]] + deg[graph.edges[:, 1]]).numpy()
 
 
 def node_truth(graph: Graph) -> np.ndarray:
     """``[N]`` bool: the nodes of the rationale (the ends of its edges)."""
+    as_instance(graph, "graph", Graph)
     out = np.zeros(graph.num_nodes, dtype=bool)
     out[graph.edges[graph.edge_gt].flatten().numpy()] = True
     return out

@@ -18,7 +18,7 @@ from companion.toping.data import Batch, Graph, collate
 from companion.toping.losses import (RationalHat, bernoulli_info_loss, gaussian_mixture_prior,
                                      topo_discrepancy)
 from companion.toping.persistence import FILTRATIONS, batch_cut_persistence, batch_node_cut_persistence
-from companion.validation import as_choice, as_positive_int
+from companion.validation import as_choice, as_instance, as_positive_int
 
 __all__ = ["EdgeWeightedGIN", "GINClassifier", "GSAT", "TopInG", "saliency_explain", "History", "fit",
            "predict"]
@@ -94,6 +94,8 @@ class GINClassifier(nn.Module):
 
     def __init__(self, gnn: EdgeWeightedGIN, n_classes: int = 2):
         super().__init__()
+        as_instance(gnn, "gnn", EdgeWeightedGIN)
+        n_classes = as_positive_int(n_classes, "n_classes", minimum=2)
         self.gnn, self.head = gnn, _mlp(gnn.hidden, gnn.hidden, n_classes)
 
     def forward(self, batch: Batch, epoch: int = 0, edge_weight=None):
@@ -220,6 +222,7 @@ class TopInG(_Explainer):
 
 def saliency_explain(model: GINClassifier, batch: Batch) -> torch.Tensor:
     """``|d logit_y / d w_e|`` at ``w = 1`` for every undirected edge (eq. ``toping-saliency``)."""
+    as_instance(model, "model", GINClassifier), as_instance(batch, "batch", Batch)
     model.eval()
     w = torch.ones(len(batch.edges), device=batch.x.device, requires_grad=True)
     logits = model(batch, edge_weight=w)[0]
