@@ -21,6 +21,14 @@ def table(request):
 def test_counts_are_the_databases_and_match_the_numpy_mirror(table):
     qs = fl.sample_queries(table.snapshot(), 50, np.random.default_rng(0))
     assert [table.count(q) for q in qs] == [int(q.mask(table.snapshot()).sum()) for q in qs]
+    # the batched statement gives the same counts, an (almost surely) empty query included
+    corner = fl.RangeQuery((0, 1, 2, 3), [0] * 4, [0] * 4)
+    batch = qs + [corner, fl.RangeQuery((2,), [0], [999])]
+    assert table.count(corner) == 0
+    assert table.count_many(batch).tolist() == [table.count(q) for q in batch]
+    assert table.count_many([]).shape == (0,)
+    with pytest.raises(ValueError, match="^qs"):
+        table.count_many([None])
     assert sum(table.count(q) > 0 for q in qs) >= 40  # anchored on rows: mostly non-empty
 
 

@@ -284,7 +284,7 @@ def offline_workload(table: DriftingTable, n: int, seed: int):
     """``n`` queries on the current table, executed: features ``[n, 13]``, labels, queries."""
     qs = sample_queries(table.snapshot(), as_positive_int(n, "n"), np.random.default_rng(seed))
     hist = table.analyze()
-    y = label([table.count(q) for q in qs])
+    y = label(table.count_many(qs))
     return featurize(qs, hist, table.n_rows), y, qs
 
 
@@ -326,7 +326,7 @@ def run_stream(table: DriftingTable, methods: dict[str, Method], phases: int = 6
         X = featurize(qs, hist, n_rows)
         # the data do not change within a phase, so the counts can run first; every method
         # still predicts query i before it observes the label of query i
-        true = np.array([table.count(q) for q in qs])
+        true = table.count_many(qs)
         y = label(true)
         for name, m in methods.items():
             preds, infer, adapt = m.run_phase(X, qs, y)
@@ -341,7 +341,8 @@ def run_stream(table: DriftingTable, methods: dict[str, Method], phases: int = 6
 
 
 def audit(table: DriftingTable, n: int = 200, seed: int = 0) -> dict:
-    """``n`` fresh queries on the current table: do the database's counts equal the NumPy
+    """``n`` fresh queries on the current table: do the database's counts (one ``COUNT(*)``
+    per query, and the batched :meth:`~DriftingTable.count_many` of the streams) equal the NumPy
     mirror's, and how far are its EXPLAIN estimate (DuckDB) and the AVI estimate from them?
 
     Returns ``exact`` (bool), ``gmq_avi`` and, with DuckDB, ``gmq_explain``,
@@ -350,8 +351,11 @@ def audit(table: DriftingTable, n: int = 200, seed: int = 0) -> dict:
     ``explain_mode_of_rows`` (it divided by the table's rows).
     """
     qs = sample_queries(table.snapshot(), as_positive_int(n, "n"), np.random.default_rng(seed))
-    counts = np.array([table.count(q) for q in qs])
-    out = {"exact": bool(np.array_equal(counts, [q.mask(table.snapshot()).sum() for q in qs]))}
+    counts = np.array([table.count(q) for q in qs])  # one COUNT(*) per query
+    mirror = [q.mask(table.snapshot()).sum() for q in qs]
+    # the batched path of the streams must agree with both
+    out = {"exact": bool(np.array_equal(counts, mirror)
+                         and np.array_equal(table.count_many(qs), counts))}
     hist = table.analyze()
     out["gmq_avi"] = gmq(q_error([avi_estimate(q, hist) for q in qs], counts))
     if table.con.backend == "duckdb":
