@@ -23,6 +23,7 @@ __all__ = [
     "as_choice",
     "as_generator",
     "as_instance",
+    "as_finite_tensor",
 ]
 
 
@@ -150,4 +151,21 @@ def as_instance(x: Any, name: str, types: type | tuple[type, ...]) -> Any:
     if not isinstance(x, types):
         wanted = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
         _fail(name, f"expected a {wanted}, got {type(x).__name__}")
+    return x
+
+
+def as_finite_tensor(x: Any, name: str, *, ndim: int | tuple[int, ...] | None = None, empty: bool = False):
+    """Return ``x`` if it is a torch tensor of ``ndim`` dimensions (one of them, for a tuple) with no
+    NaN or inf (and at least one element unless ``empty``)."""
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        _fail(name, f"expected a torch.Tensor, got {type(x).__name__}")
+    dims = (ndim,) if isinstance(ndim, int) else ndim
+    if dims is not None and x.ndim not in dims:
+        _fail(name, f"expected {' or '.join(map(str, dims))} dimensions, got shape {tuple(x.shape)}")
+    if x.numel() == 0 and not empty:
+        _fail(name, f"expected at least one element, got shape {tuple(x.shape)}")
+    if x.is_floating_point() and not x.is_meta and not bool(torch.isfinite(x).all()):
+        _fail(name, "contains NaN or inf")  # (a meta tensor has no values to check)
     return x

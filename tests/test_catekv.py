@@ -327,3 +327,38 @@ def test_shipped_checkpoint_loads_into_the_current_model():
     batch = hybrid_recall(2, seed=0, **train.DATA["quick"])
     assert m(batch.full_sequence()).shape == (2, 280, VOCAB.size)
     assert meta["final"]["valid_acc_full_cache"] >= 0.95
+
+
+from companion.catekv import cache as _cc, data as _cd, evaluate as _ce, heads as _ch, model as _cmod
+from companion.catekv import policy as _cp
+
+_NAN = float("nan")
+CATEKV_BAD_INPUTS = [  # one row per public function at least; each refused naming its argument
+    (lambda: _ce.Prefill("model", torch.zeros(1, 4, dtype=torch.long), None), "model"),
+    (lambda: _ce.captured_mass("model", None, None), "model"),
+    (lambda: _ce.decode_accuracy("model", None, None, None), "model"),
+    (lambda: _ce.duo_gates("model", None, None), "model"),
+    (lambda: _ce.solo_compression("model", None, None), "model"),
+    (lambda: _ce.kernel_errors("cache", 0, 2, "torch", torch.Generator()), "cache"),
+    (lambda: _cd.Vocab(n_keys=0), "n_keys"),
+    (lambda: _cmod.causal_attention_probs(torch.full((1, 1, 2, 4), _NAN), torch.zeros(1, 1, 4, 4), 2), "q"),
+    (lambda: _cp.chunk_scores(torch.ones(2, 3, 8), 3), "chunk"),
+    (lambda: _ce.concat([]), "batches"),
+    (lambda: _cmod.decode_backend(torch.zeros(1), "gpu"), "backend"),
+    (lambda: _cp.duo_select(torch.ones(2, 3), 8, 1, 2, 1), "is_retrieval"),
+    (lambda: _cp.equal_bytes_per_head([]), "keep_per_layer"),
+    (lambda: _ch.head_votes(torch.ones(4), 1.5), "adaptive_ratio"),
+    (lambda: _cc.kv_bytes([3, -1], 16), "lengths"),
+    (lambda: _cc.kv_bytes([3, 1], 0), "head_dim"),
+    (lambda: _ce.measured_attention_speedup("records"), "records"),
+    (lambda: _ch.middle_attention(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 8, 4), 5, 3), "end"),
+    (lambda: _cp.smooth_scores(torch.ones(2, 8), 0), "pool"),
+    (lambda: _cp.snapkv_select(torch.ones(1, 2, 4, 8), 0, 2), "budget"),
+    (lambda: _cp.streaming_select(8, -1, 2, 2, 1), "sink"),
+]
+
+
+@pytest.mark.parametrize("call, name", CATEKV_BAD_INPUTS)
+def test_catekv_package_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

@@ -323,3 +323,30 @@ def test_empty_queries_and_mixed_head_dims_are_named():
         sda.pack_varlen([[torch.randn(3, 16), torch.randn(2, 32)]], [[torch.randn(3, 16), torch.randn(2, 32)]])
     with pytest.raises(ValueError, match="^k_heads: expected every block"):
         sda.pack_varlen([[torch.randn(3)]], [[torch.randn(3)]])
+
+
+from companion import kernels as _K
+from companion.kernels import block_sparse_attention as _bsa, sparse_decode_attention as _sda
+
+_NAN, _Q4 = float("nan"), torch.randn(1, 1, 16, 16)
+_QD, _KD, _OFF = torch.zeros(1, 2, 16), torch.zeros(8, 16), torch.zeros(1, 1, dtype=torch.int32)
+_LEN8, _LEN9 = torch.full((1, 1), 8, dtype=torch.int32), torch.full((1, 1), 9, dtype=torch.int32)
+KERNELS_BAD_INPUTS = [  # the rest of the public functions; each refused naming its argument
+    (lambda: _bsa.block_lut(torch.ones(2, 2)), "block_mask"),
+    (lambda: _bsa.expand_block_mask(torch.ones(2, 2, dtype=torch.bool), 0, 4), "block_size"),
+    (lambda: _bsa.expand_block_mask(torch.ones(2, 2, dtype=torch.bool), 2, 7), "n"),
+    (lambda: _bsa.prepare_block_sparse_attention(_Q4, _Q4, _Q4, torch.ones(1, 1, dtype=torch.bool), backend="gpu"),
+     "backend"),
+    (lambda: _K.check_forward_only(q=torch.zeros(2, requires_grad=True)), "q"),
+    (lambda: _sda.check_inputs(_QD, _KD, _KD, _OFF, _LEN9), "offsets"),
+    (lambda: _sda.check_inputs(torch.full((1, 2, 16), _NAN), _KD, _KD, _OFF, _LEN8), "q"),
+    (lambda: _sda.prepare_sparse_decode_attention(_QD, _KD, _KD, _OFF, _LEN8, num_splits=0), "num_splits"),
+    (lambda: _sda.sparse_decode_attention_reference(torch.full((1, 2, 16), _NAN), _KD, _KD, _OFF, _LEN8), "q"),
+    (lambda: _sda.sparse_decode_attention_triton(_QD, _KD, _KD, _OFF, _LEN8, block_n=24), "block_n"),
+]
+
+
+@pytest.mark.parametrize("call, name", KERNELS_BAD_INPUTS)
+def test_kernels_package_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

@@ -299,3 +299,38 @@ def test_shipped_checkpoint_loads_with_its_provenance():
     assert path.stat().st_size < 4e6
     loss = train.validation_loss(net)
     assert loss == pytest.approx(meta["final"]["valid_loss"], rel=1e-3)
+
+
+from companion.svg import analysis as _sa, layout as _slay, masks as _smask, metrics as _smet, model as _sm
+from companion.svg import profiling as _sprof
+
+_NAN, _Q4 = float("nan"), torch.randn(1, 1, 16, 16)
+_Z4, _NAN4 = torch.zeros(1, 1, 4, 8), torch.full((1, 1, 4, 8), float("nan"))
+SVG_BAD_INPUTS = [  # one row per public function at least; each refused naming its argument
+    (lambda: _sm.TinyVideoDiT(frames=0), "frames"),
+    (lambda: _sm.TinyVideoDiT(size=18, patch=4), "patch"),
+    (lambda: _smet.attention_flops(0, 2, 16), "n"),
+    (lambda: _smet.attention_flops(8, 2, 16, density=1.5), "density"),
+    (lambda: _smask.block_density(torch.ones(4, 4), 2), "mask"),
+    (lambda: _smask.element_density(torch.ones(4, 4)), "mask"),
+    (lambda: _sm.dense_attention(_NAN4, _Z4, _Z4), "q"),
+    (lambda: _sa.head_summary("rec"), "rec"),
+    (lambda: _sa.ssim(torch.zeros(1, 1, 8, 8), torch.zeros(1, 1, 8, 8), window=4), "window"),
+    (lambda: _smet.linear_flops(8, 0), "width"),
+    (lambda: _sa.measured_speedup([], _NAN), "density"),
+    (lambda: _sa.oracle_head_types(_NAN4, _Z4, _Z4, []), "q"),
+    (lambda: _smask.svg_masks("layout", 16, 1), "layout"),
+    (lambda: _sa.kernel_errors(_Q4, _Q4, _Q4, "layout", None, 16, 1), "layout"),
+    (lambda: _sa.HeadRecorder("layout", [], [1], 1, 1), "layout"),
+    (lambda: _sprof.rows_attention(_Z4, _Z4, _Z4, torch.tensor([0, 9])), "rows"),
+    (lambda: _sa.ssim(torch.zeros(1, 1, 8, 8), torch.zeros(1, 1, 8, 9)), "b"),
+    (lambda: _sa.ssim(torch.zeros(1, 1, 8, 8), torch.zeros(1, 1, 8, 8), data_range=_NAN), "data_range"),
+    (lambda: _smask.to_blocks(torch.ones(4, 4, dtype=torch.bool), 0), "block"),
+    (lambda: _slay.token_major_perm("layout"), "layout"),
+]
+
+
+@pytest.mark.parametrize("call, name", SVG_BAD_INPUTS)
+def test_svg_package_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

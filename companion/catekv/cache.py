@@ -14,6 +14,7 @@ import math
 import torch
 
 from companion.kernels.sparse_decode_attention import pack_varlen
+from companion.validation import as_positive_int
 
 __all__ = ["HybridKVCache", "kv_bytes"]
 
@@ -23,8 +24,13 @@ def kv_bytes(lengths, head_dim: int, bytes_per_element: int = 2) -> int:
     def total_of(x) -> int:
         if isinstance(x, (list, tuple)):
             return sum(total_of(y) for y in x)
-        return int(torch.as_tensor(x).sum())
+        t = torch.as_tensor(x)
+        if t.dtype.is_floating_point or t.dtype == torch.bool or (t.numel() and int(t.min()) < 0):
+            raise ValueError(f"lengths: expected non-negative integer lengths, got {x!r:.60}")
+        return int(t.sum())
 
+    head_dim = as_positive_int(head_dim, "head_dim")
+    bytes_per_element = as_positive_int(bytes_per_element, "bytes_per_element")
     total = total_of(lengths)
     return 2 * bytes_per_element * head_dim * total
 

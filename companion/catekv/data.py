@@ -41,6 +41,12 @@ class Vocab:
     query: int = 2
     passkey: int = 3
 
+    def __post_init__(self):
+        for name in ("n_keys", "n_values", "n_digits", "n_fillers"):
+            as_positive_int(getattr(self, name), name)
+        if (self.pad, self.bos, self.query, self.passkey) != (0, 1, 2, 3):
+            raise ValueError("pad, bos, query, passkey: the special tokens are fixed at ids 0, 1, 2, 3")
+
     @property
     def key0(self) -> int:
         return 4

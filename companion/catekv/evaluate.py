@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from companion.validation import as_positive_int, as_probability
+from companion.validation import as_instance, as_positive_int, as_probability
 
 from .cache import HybridKVCache
 from .data import VOCAB, RecallBatch
@@ -19,10 +19,25 @@ __all__ = ["Prefill", "policy_keep", "decode_accuracy", "accuracy", "captured_ma
 METHODS = ("full", "catekv", "streaming", "snapkv", "duo", "random-heads", "no-critical", "random-chunks")
 
 
+def _check_run(model, batch, pre) -> None:
+    from .model import TinyDecoder
+
+    as_instance(model, "model", TinyDecoder), as_instance(batch, "batch", RecallBatch)
+    as_instance(pre, "pre", Prefill)
+    if pre.n != batch.prompt.shape[1]:
+        raise ValueError(f"pre: the prefill of a {pre.n}-token prompt, but batch's prompt has {batch.prompt.shape[1]}")
+
+
 class Prefill:
     """The prefill of a batch of prompts: post-RoPE K/V per layer and the observation window's attention."""
 
     def __init__(self, model, prompt: torch.Tensor, cfg: CateKVConfig):
+        from .model import TinyDecoder
+
+        as_instance(model, "model", TinyDecoder), as_instance(cfg, "cfg", CateKVConfig)
+        if not isinstance(prompt, torch.Tensor) or prompt.ndim != 2 or prompt.dtype.is_floating_point:
+            raise ValueError(f"prompt: expected an [N, P] tensor of token ids, got "
+                             f"{getattr(prompt, 'shape', type(prompt).__name__)}")
         self.n = prompt.shape[1]
         self.cfg = cfg
         with torch.no_grad():
@@ -84,6 +99,7 @@ def decode_accuracy(model, batch: RecallBatch, pre: Prefill, keep, backend: str 
     Returns ``acc`` (fraction of right answers: argmax over the value tokens), ``correct`` [N, T] and
     ``kv_bytes`` (fp16 bytes of the cache at the end of the prefill) and ``full_bytes``.
     """
+    _check_run(model, batch, pre)
     cache = HybridKVCache.from_prefill(pre.ks, pre.vs, keep)
     kv = cache.nbytes()
     full = 2 * 2 * model.head_dim * model.kv_heads * model.n_layers * pre.n * batch.prompt.shape[0]
@@ -129,6 +145,7 @@ def captured_mass(model, batch: RecallBatch, pre: Prefill, keep=None) -> torch.T
     """For every (layer, KV head): the decode-time attention mass (full cache) that falls on the prompt
     positions of ``keep`` (default: what the *consistent-head* policy keeps, sink + critical chunks +
     recent + tail) and on the decoded tokens, averaged over the decode steps: [B, L, Hkv] per prompt."""
+    _check_run(model, batch, pre)
     L, H = model.n_layers, model.kv_heads
     B, dev = batch.prompt.shape[0], batch.prompt.device
     if keep is None:
@@ -156,6 +173,7 @@ def duo_gates(model, batch: RecallBatch, pre: Prefill) -> torch.Tensor:
     """DuoAttention-lite's profiled gates on reference prompts and their decode streams: a head's gate is
     the decode-time attention mass it would lose as a streaming head (sink plus a recent window of
     CateKV's consistent-head length), averaged over the prompts: [L, Hkv]."""
+    _check_run(model, batch, pre)
     everyone = torch.ones(model.n_layers, model.kv_heads, dtype=torch.bool)
     streaming = policy_keep("duo", pre, everyone, retrieval=~everyone)
     return 1 - captured_mass(model, batch, pre, streaming).mean(0)
@@ -176,6 +194,7 @@ def retrieval_heads(gate: torch.Tensor, n_retrieval: int) -> torch.Tensor:
 def solo_compression(model, batch: RecallBatch, pre: Prefill) -> list[dict]:
     """Compress one head at a time (every other head whole): the accuracy with the consistent-head
     selection (sink, critical chunks, recent) and with a streaming head (sink, recent) of equal bytes."""
+    _check_run(model, batch, pre)
     L, H = model.n_layers, model.kv_heads
     rows = []
     for l in range(L):
@@ -190,6 +209,8 @@ def solo_compression(model, batch: RecallBatch, pre: Prefill) -> list[dict]:
 
 def concat(batches: list[RecallBatch]) -> RecallBatch:
     """Several batches (e.g. one per test seed) as one, so every method decodes them in one pass."""
+    if not batches or not all(isinstance(b, RecallBatch) for b in batches):
+        raise ValueError("batches: expected a non-empty list of RecallBatch")
     fields = ("prompt", "stream", "answer_pos", "answers", "passkey_pos", "demo_pos")
     return RecallBatch(*(torch.cat([getattr(b, f) for b in batches]) for f in fields))
 
@@ -206,6 +227,8 @@ def measured_attention_speedup(records: list[dict]) -> dict | None:
     our kernel on the full cache), at the longest context measured with batch 1, from the records of
     :func:`companion.kernels.load_benchmark` (smoke runs on a CPU are not measurements):
     ``{"speedup", "device", "context"}``, or None when there is none."""
+    if not isinstance(records, (list, tuple)) or not all(isinstance(r, dict) for r in records):
+        raise ValueError(f"records: expected a list of benchmark records (dicts), got {type(records).__name__}")
     rows = []
     for rec in records:
         speedup = rec.get("speedup") or {}
@@ -237,6 +260,9 @@ def llama_kv_projection(n: int = 131_072, adaptive_ratio: float = 0.4, budget: i
 def kernel_errors(cache: HybridKVCache, layer: int, q_heads: int, backend: str, generator: torch.Generator) -> dict:
     """Largest |kernel - reference| of the packed decode attention (``backend`` against the torch
     reference), on ``layer`` of a real cache and on a ragged GQA case with empty heads (fp32)."""
+    as_instance(cache, "cache", HybridKVCache)
+    as_positive_int(layer, "layer", minimum=0), as_positive_int(q_heads, "q_heads")
+    as_instance(generator, "generator", torch.Generator)
     from companion.kernels.sparse_decode_attention import pack_varlen, sparse_decode_attention
 
     k_p, v_p, off, lens = cache.packed(layer)

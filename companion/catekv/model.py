@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from companion.kernels.sparse_decode_attention import sparse_decode_attention
-from companion.validation import as_choice, as_positive_int
+from companion.validation import as_choice, as_finite_tensor, as_positive_int
 
 __all__ = ["TinyDecoder", "decode_backend", "causal_attention_probs"]
 
@@ -186,6 +186,9 @@ def decode_backend(x: torch.Tensor, backend: str) -> str:
 
 def causal_attention_probs(q: torch.Tensor, k: torch.Tensor, q_start: int) -> torch.Tensor:
     """Softmax attention of queries ``q`` [B,H,W,D] (positions q_start..) over keys ``k`` [B,H,P,D], causal."""
+    for name, x in (("q", q), ("k", k)):
+        as_finite_tensor(x, name, ndim=4)
+    as_positive_int(q_start, "q_start", minimum=0)
     W, P = q.shape[2], k.shape[2]
     s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
     mask = torch.arange(P, device=q.device)[None] > (q_start + torch.arange(W, device=q.device))[:, None]

@@ -62,6 +62,10 @@ class CateKVConfig:
 
 def chunk_scores(attn_mid: torch.Tensor, chunk: int) -> torch.Tensor:
     """Soft chunk score s_j = sum over window queries of the chunk's largest weight: [..., W, T] -> [..., M]."""
+    as_positive_int(chunk, "chunk")
+    if not isinstance(attn_mid, torch.Tensor) or attn_mid.ndim < 2 or attn_mid.shape[-1] % chunk:
+        raise ValueError(f"chunk: must divide the middle length T of attn_mid [..., W, T], got chunk {chunk} "
+                         f"for shape {tuple(getattr(attn_mid, 'shape', ()))}")
     *lead, W, T = attn_mid.shape
     return attn_mid.reshape(*lead, W, T // chunk, chunk).amax(-1).sum(-2)
 
@@ -160,6 +164,8 @@ def duo_select(is_retrieval: torch.Tensor, n: int, sink: int, window: int, batch
 
 def equal_bytes_per_head(keep_per_layer: list[list[torch.Tensor]]) -> int:
     """The uniform per-head length that matches a policy's total kept tokens (rounded to the nearest)."""
+    if not keep_per_layer or not all(keep_per_layer):
+        raise ValueError("keep_per_layer: expected one non-empty list of kept indices per layer")
     total = sum(idx.shape[1] for layer in keep_per_layer for idx in layer)
     count = sum(len(layer) for layer in keep_per_layer)
     return int(math.floor(total / count + 0.5))

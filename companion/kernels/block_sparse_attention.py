@@ -186,6 +186,11 @@ def block_lut(block_mask: torch.Tensor, width: int | None = None) -> tuple[torch
     ``width``: the kernel's ``max_nnz`` (the most active blocks of a row; a host synchronisation)
     by default; FlexAttention's ``BlockMask.from_kv_blocks`` wants every block, ``width=nbk``.
     """
+    if not isinstance(block_mask, torch.Tensor) or block_mask.dtype != torch.bool or block_mask.ndim < 2:
+        raise ValueError(f"block_mask: expected a bool tensor [..., nbq, nbk], got "
+                         f"{getattr(block_mask, 'dtype', type(block_mask).__name__)}")
+    if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 1):
+        raise ValueError(f"width: expected an integer >= 1 or None, got {width!r}")
     cnt = block_mask.sum(-1)
     width = max(int(cnt.max()) if cnt.numel() else 0, 1) if width is None else width
     order = torch.argsort((~block_mask).to(torch.int8), dim=-1, stable=True)[..., :width]
@@ -194,6 +199,14 @@ def block_lut(block_mask: torch.Tensor, width: int | None = None) -> tuple[torch
 
 def expand_block_mask(block_mask: torch.Tensor, block_size: int, n: int) -> torch.Tensor:
     """The element mask [..., n, n] of a block mask [..., nb, nb] (every pair of an active block)."""
+    if not isinstance(block_mask, torch.Tensor) or block_mask.dtype != torch.bool or block_mask.ndim < 2:
+        raise ValueError(f"block_mask: expected a bool tensor [..., nb, nb], got "
+                         f"{getattr(block_mask, 'dtype', type(block_mask).__name__)}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size: expected an integer >= 1, got {block_size!r}")
+    nb = block_mask.shape[-1]
+    if isinstance(n, bool) or not isinstance(n, int) or -(-n // block_size) != nb:
+        raise ValueError(f"n: expected a length with ceil(n / {block_size}) = {nb} blocks, got {n!r}")
     m = block_mask.repeat_interleave(block_size, -1).repeat_interleave(block_size, -2)
     return m[..., :n, :n]
 

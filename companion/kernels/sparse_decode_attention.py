@@ -155,7 +155,8 @@ else:  # pragma: no cover
 
 # ------------------------------------------------------------------------------------------ checks
 def check_inputs(q, k, v, offsets, lengths) -> tuple[int, int, int, int]:
-    """Validate the packed layout; return ``(B, Hq, Hkv, D)``. Raises ValueError naming the argument."""
+    """Validate the packed layout (and that ``q`` is finite); return ``(B, Hq, Hkv, D)``. Raises
+    ValueError naming the argument."""
     for name, t in (("q", q), ("k", k), ("v", v), ("offsets", offsets), ("lengths", lengths)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
@@ -197,6 +198,8 @@ def check_inputs(q, k, v, offsets, lengths) -> tuple[int, int, int, int]:
         end = int((offsets.long() + lengths.long()).max())
         if end > k.shape[0]:
             raise ValueError(f"offsets: offsets + lengths reach row {end}, beyond the {k.shape[0]} rows of k")
+    if q.numel() and not bool(torch.isfinite(q).all()):  # the cache is not rescanned at every step
+        raise ValueError("q: contains NaN or inf")
     return B, Hq, Hkv, D
 
 

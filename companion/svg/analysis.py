@@ -20,7 +20,7 @@ import torch.nn.functional as F_
 
 from companion.kernels.block_sparse_attention import block_sparse_attention, block_sparse_attention_reference
 
-from companion.validation import as_positive_int
+from companion.validation import as_float_array, as_instance, as_positive_int
 
 from .layout import VideoLayout
 from .masks import half_blocks_for_density, svg_masks
@@ -48,6 +48,12 @@ class HeadRecorder:
     def __init__(self, layout: VideoLayout, candidates: Sequence[torch.Tensor], rows_grid: Sequence[int],
                  draws: int, dense_steps: int, dense_layers=(0,), seed: int = 0, keep=None,
                  video_rows_only: bool = True):
+        as_instance(layout, "layout", VideoLayout)
+        if not candidates or not all(isinstance(m, torch.Tensor) and m.dtype == torch.bool for m in candidates):
+            raise ValueError("candidates: expected a non-empty sequence of bool mask tensors")
+        for r in rows_grid:
+            as_positive_int(r, "rows_grid")
+        as_positive_int(draws, "draws"), as_positive_int(dense_steps, "dense_steps", minimum=0)
         self.layout, self.candidates = layout, list(candidates)
         self.row_range = (layout.c, layout.n) if video_rows_only else None
         self.rows_grid, self.draws, self.seed = tuple(rows_grid), int(draws), int(seed)
@@ -86,6 +92,9 @@ def head_summary(rec: HeadRecorder, clear_ratio: float = 0.5, ambiguous_ratio: f
     sampled choices equal to the oracle's; ``regret[t]``: the extra all-rows error of the sampled
     choices over the oracle's, relative to the oracle's error (mean over draws).
     """
+    as_instance(rec, "rec", HeadRecorder)
+    clear_ratio = float(as_float_array(clear_ratio, "clear_ratio", low=0, high=1, low_open=True))
+    ambiguous_ratio = float(as_float_array(ambiguous_ratio, "ambiguous_ratio", low=clear_ratio, high=1))
     pairs = rec.sparse_pairs
     mse = torch.stack([rec.oracle[p] for p in pairs])  # [P, 2, B, H]
     mass = torch.stack([rec.mass[p] for p in pairs])
@@ -148,6 +157,11 @@ def kernel_errors(q, k, v, layout: VideoLayout, is_temporal: torch.Tensor, block
     reference path; ``awkward``: random inputs whose length is not a multiple of the block, an
     empty mask row (output 0), a full mask (dense attention) and per-head masks.
     """
+    as_instance(layout, "layout", VideoLayout)
+    if not isinstance(is_temporal, torch.Tensor) or is_temporal.dtype != torch.bool:
+        raise ValueError(f"is_temporal: expected a bool tensor of head types, got "
+                         f"{getattr(is_temporal, 'dtype', type(is_temporal).__name__)}")
+    as_positive_int(block, "block"), as_positive_int(half_blocks, "half_blocks", minimum=0)
     m = svg_masks(layout, block, half_blocks)
     out = svg_attention(q, k, v, layout, is_temporal, m["block"], block, backend=backend)
     ref = svg_attention(q, k, v, layout, is_temporal, m["block"], block, backend="torch")
@@ -189,6 +203,9 @@ def measured_speedup(records: Sequence[dict], density: float, shape: str = "huny
 
     Records of ``shape`` are preferred; CPU smoke runs are never a measurement.
     """
+    density = float(as_float_array(density, "density", low=0, high=1, low_open=True))
+    if not isinstance(records, (list, tuple)) or not all(isinstance(r, dict) for r in records):
+        raise ValueError(f"records: expected a list of benchmark records (dicts), got {type(records).__name__}")
     usable = [r for r in records if not r.get("smoke") and (r.get("speedup") or {}).get("sdpa")]
     if not usable:
         return None

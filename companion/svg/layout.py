@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from companion.validation import as_positive_int
+from companion.validation import as_instance, as_positive_int
 
 __all__ = ["VideoLayout", "token_major_perm", "to_token_major", "to_frame_major"]
 
@@ -52,6 +52,7 @@ def token_major_perm(layout: VideoLayout) -> torch.Tensor:
 
     Position ``c + p F + f`` of the token-major sequence holds frame-major token ``c + f S + p``.
     """
+    as_instance(layout, "layout", VideoLayout)
     c, F, S = layout.c, layout.frames, layout.frame_size
     video = torch.arange(F * S).view(F, S).t().reshape(-1)  # row p of (S, F) lists frames of patch p
     return torch.cat([torch.arange(c), c + video])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from companion.kernels.block_sparse_attention import expand_block_mask
-from companion.validation import as_choice, as_positive_int
+from companion.validation import as_choice, as_instance, as_positive_int
 
 from .layout import VideoLayout, token_major_perm
 
@@ -52,9 +52,17 @@ def to_blocks(mask: torch.Tensor, block: int) -> torch.Tensor:
     return padded.view(nb, block, nb, block).any(3).any(1)
 
 
+def _square_bool(mask, name: str) -> None:
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.ndim != 2 or \
+            mask.shape[0] != mask.shape[1] or mask.shape[0] == 0:
+        raise ValueError(f"{name}: expected a non-empty square bool tensor [N, N], got "
+                         f"{getattr(mask, 'dtype', type(mask).__name__)} {tuple(getattr(mask, 'shape', ()))}")
+
+
 def block_density(mask: torch.Tensor, block: int) -> float:
     """Fraction of the computed query-key pairs when ``mask`` runs block by block (partial blocks
     at the end count their true size), i.e. the attention FLOPs relative to dense."""
+    _square_bool(mask, "mask")
     blocks = to_blocks(mask, block)
     n = mask.shape[0]
     return float(expand_block_mask(blocks, block, n).float().mean())
@@ -62,6 +70,7 @@ def block_density(mask: torch.Tensor, block: int) -> float:
 
 def element_density(mask: torch.Tensor) -> float:
     """Fraction of query-key pairs the mask keeps."""
+    _square_bool(mask, "mask")
     return float(mask.float().mean())
 
 
@@ -109,6 +118,8 @@ def half_blocks_for_density(layout: VideoLayout, block: int, density: float) -> 
 def svg_masks(layout: VideoLayout, block: int, half_blocks: int) -> dict:
     """The executed masks of both head types at one band: ``block`` (the shared block mask, drawn in
     each head's own order), ``spatial`` and ``temporal`` (element masks in frame-major coordinates)."""
+    as_instance(layout, "layout", VideoLayout)
+    as_positive_int(block, "block"), as_positive_int(half_blocks, "half_blocks", minimum=0)
     bm = block_band(layout, block, half_blocks)
     spatial = expand_block_mask(bm, block, layout.n)
     pos = torch.argsort(token_major_perm(layout))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F_
 
+from companion.validation import as_float_array, as_positive_int
+
 __all__ = ["psnr", "ssim", "attention_flops", "linear_flops"]
 
 
@@ -26,6 +28,10 @@ def psnr(a: torch.Tensor, b: torch.Tensor, data_range: float = 2.0) -> torch.Ten
 def ssim(a: torch.Tensor, b: torch.Tensor, data_range: float = 2.0, window: int = 7, sigma: float = 1.5) -> torch.Tensor:
     """Mean SSIM of each video, over its frames (Gaussian window; Wang et al. 2004 constants)."""
     _pair(a, b)
+    data_range = float(as_float_array(data_range, "data_range", low=0, low_open=True))
+    sigma = float(as_float_array(sigma, "sigma", low=0, low_open=True))
+    if as_positive_int(window, "window") % 2 == 0 or window > min(a.shape[-2:]):
+        raise ValueError(f"window: expected an odd size <= the frame's {tuple(a.shape[-2:])}, got {window}")
     n = a.shape[0]
     x, y = (t.float().reshape(-1, 1, *t.shape[-2:]) for t in (a, b))
     g = torch.exp(-((torch.arange(window) - window // 2) ** 2) / (2 * sigma**2))
@@ -42,9 +48,14 @@ def ssim(a: torch.Tensor, b: torch.Tensor, data_range: float = 2.0, window: int 
 
 def attention_flops(n: int, heads: int, head_dim: int, density: float = 1.0, batch: int = 1) -> float:
     """FLOPs of one attention layer: ``4 B H N^2 D`` (QK^T and PV, two FLOPs per multiply-add), times density."""
+    n, heads, head_dim, batch = (as_positive_int(x, name) for x, name in
+                                 ((n, "n"), (heads, "heads"), (head_dim, "head_dim"), (batch, "batch")))
+    density = float(as_float_array(density, "density", low=0, high=1))
     return 4.0 * batch * heads * n * n * head_dim * density
 
 
 def linear_flops(n: int, width: int, mlp_ratio: float = 4.0, batch: int = 1) -> float:
     """FLOPs of the projections of one block: QKV and output (4 d^2) and the MLP (2 r d^2) per token."""
+    n, width, batch = (as_positive_int(x, name) for x, name in ((n, "n"), (width, "width"), (batch, "batch")))
+    mlp_ratio = float(as_float_array(mlp_ratio, "mlp_ratio", low=0))
     return 2.0 * batch * n * (4 + 2 * mlp_ratio) * width * width

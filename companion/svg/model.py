@@ -19,6 +19,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F_
 
+from companion.validation import as_finite_tensor
+
 from .layout import VideoLayout
 
 __all__ = ["TinyVideoDiT", "sample", "dense_attention"]
@@ -26,6 +28,10 @@ __all__ = ["TinyVideoDiT", "sample", "dense_attention"]
 
 def dense_attention(q, k, v, layer=None):
     """Full attention (the reference every sparse method is compared with)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        as_finite_tensor(x, name, ndim=4)
+    if not (q.shape == k.shape == v.shape):
+        raise ValueError(f"k, v: expected the shape of q {tuple(q.shape)}, got {tuple(k.shape)}, {tuple(v.shape)}")
     return F_.scaled_dot_product_attention(q, k, v)
 
 

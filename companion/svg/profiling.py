@@ -23,6 +23,12 @@ __all__ = ["rows_attention", "attention_mass", "profile_heads", "oracle_head_typ
 
 def rows_attention(q, k, v, rows: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Attention outputs of the query ``rows`` only, [B, H, t, D], in float32 (``mask`` [N, N] or None)."""
+    if not isinstance(q, torch.Tensor) or q.ndim != 4:
+        raise ValueError(f"q: expected a [B, H, N, D] tensor, got {getattr(q, 'shape', type(q).__name__)}")
+    n = q.shape[2]
+    if not isinstance(rows, torch.Tensor) or rows.ndim != 1 or rows.dtype.is_floating_point or \
+            (rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= n)):
+        raise ValueError(f"rows: expected a 1-D integer tensor of query rows in 0..{n - 1}")
     qs = q[:, :, rows].float()
     s = qs @ k.float().transpose(-1, -2) / math.sqrt(q.shape[-1])
     if mask is not None:
