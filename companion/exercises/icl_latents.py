@@ -23,6 +23,12 @@ from companion.exercises import Report, eq
 
 __all__ = ["check_bottleneck_mask", "check_bayes_mean", "check_probe_r2"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_bottleneck_mask": (),  # the package has no such mask
+              "check_bayes_mean": ("companion.icl_latents.bayes_linreg_predict",
+                                   "companion.icl_latents.bayes_feature_predict"),
+              "check_probe_r2": ("companion.icl_latents.linear_probe_r2",)}
+
 
 def _bottleneck_want(n: int, m: int) -> torch.Tensor:
     """The reference answer of exercise 1 (private): one stack over ``[c, e_1..e_n, q_1..q_m]``."""

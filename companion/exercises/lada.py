@@ -20,6 +20,11 @@ from companion.exercises import Report, eq
 
 __all__ = ["check_memory_logits", "check_forgetting", "check_sample_prototypes"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_memory_logits": ("companion.lada.LabelMemory.forward", "companion.lada.LabelMemory.blockwise"),
+              "check_forgetting": ("companion.lada.forgetting",),
+              "check_sample_prototypes": ("companion.lada.DPTBank.sample",)}
+
 
 def _tensor_answer(report: Report, got, what: str) -> np.ndarray | None:
     if got is None:

@@ -24,6 +24,12 @@ from companion.ngs.tsp import generate_tsp, tour_length
 
 __all__ = ["check_tour_length", "check_crossover_mask", "check_selection_pressure", "check_parent_weights"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_tour_length": ("companion.ngs.tsp.tour_length",),
+              "check_crossover_mask": ("companion.ngs.policy.allowed_mask", "companion.ngs.search.parent_neighbours"),
+              "check_selection_pressure": (),
+              "check_parent_weights": ("companion.ngs.search.parent_weights",)}
+
 
 def _tensor(report: Report, fn: Callable, *args, what: str):
     """The student's ``fn(*args)`` as a tensor, or ``None`` (the report says why)."""

@@ -19,6 +19,10 @@ from companion.exercises import Report, eq
 
 __all__ = ["check_an_full", "check_average_precision"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_an_full": ("companion.species_range.an_full_loss",),
+              "check_average_precision": ("companion.species_range.average_precision",)}
+
 
 
 
