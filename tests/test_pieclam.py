@@ -561,3 +561,53 @@ def test_gae_learns_held_out_links_and_checks_its_input():
 def test_fit_flow_rejects_bad_input(x, cfg, match):
     with pytest.raises(ValueError, match=match):
         pc.fit_flow(x, cfg)
+
+
+from companion.pieclam import baselines as _pb, core as _pco, data as _pd, metrics as _pm, prior as _pp
+
+_NAN, _EI = float("nan"), torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # each edge in both directions
+PIECLAM_BAD_INPUTS = [  # one row per public function at least; each refused naming its argument
+    (lambda: _pb.GAE(0), "num_nodes"),
+    (lambda: _pd.RingMixture(n_modes=0), "n_modes"),
+    (lambda: _pd.RingMixture(std=_NAN), "std"),
+    (lambda: _pm.anomaly_scores(None, kind="Q"), "kind"),
+    (lambda: _pco.as_batch(torch.tensor([0, 7]), 3), "batch"),
+    (lambda: _pco.as_omitted(torch.tensor([[0, 9]]), 3), "omitted"),
+    (lambda: _pm.bridge_mass(torch.full((3, 2), _NAN), torch.rand(3, 2), np.array([0, 1, 0]), False, 0.5), "codes"),
+    (lambda: _pco.clam_grad(torch.full((3, 2), _NAN), _EI, False), "F"),
+    (lambda: _pp.clam_split(0, False), "dim"),
+    (lambda: _pb.degree_scores(torch.tensor([[0, 5]]).T, 3), "edge_index"),
+    (lambda: _pco.dense_loglik(torch.rand(3, 2), torch.zeros(3, 4), False), "A"),
+    (lambda: _pd.disjoint_union([]), "graphs"),
+    (lambda: _pm.edge_density(_EI, 1), "num_nodes"),
+    (lambda: _pco.edge_logits(torch.rand(3, 2), torch.tensor([[0, 5]]).T, False), "pairs"),
+    (lambda: _pco.edge_probs(torch.full((3, 2), _NAN), _EI, False), "F"),
+    (lambda: _pb.gae_anomaly_scores(torch.full((3, 2), _NAN), _EI, 3), "Z"),
+    (lambda: _pb.gae_probs(torch.rand(3, 2), torch.tensor([[0, 5]]).T), "pairs"),
+    (lambda: _pm.lorentz_boost(torch.rand(3, 2), (_NAN,)), "a"),
+    (lambda: _pd.nx_graph("zachary"), "name"),
+    (lambda: _pd.plant_contextual(10, np.zeros(10), frac=1.5), "frac"),
+    (lambda: _pco.check_pairs(torch.tensor([[0, 5]]).T, 3), "pairs"),
+    (lambda: _pm.LorentzMap((0.5,), (True, False)), "flip"),
+    (lambda: _pd.plant_structural(_EI, 3, frac=_NAN), "frac"),
+    (lambda: _pm.prob_error(np.zeros((3, 3)), np.zeros((3, 4))), "P_true"),
+    (lambda: _pm.prob_matrix(torch.full((3, 2), _NAN), False), "F"),
+    (lambda: _pco.project_cone(torch.full((3, 2), _NAN), True), "F"),
+    (lambda: _pm.rapidity(torch.full((3, 2), _NAN)), "F"),
+    (lambda: _pm.roc_curve(np.array([_NAN]), np.array([0.5])), "pos_scores"),
+    (lambda: _pm.sample_edges(torch.full((3, 2), _NAN), False), "F"),
+    (lambda: _pm.sample_graph(None, 0), "num_nodes"),
+    (lambda: _pm.sample_graph("result", 5), "result"),
+    (lambda: _pd.sbm([2, 2], np.array([[0.5, 1.5], [1.5, 0.5]])), "P"),
+    (lambda: _pd.sbm_probs([2, 0], np.eye(2) * 0.5), "sizes"),
+    (lambda: _pd.sbm_probs([2, 2], np.eye(3) * 0.5), "P"),
+    (lambda: _pco.dense_loglik(torch.rand(3, 2), torch.zeros(3, 3), False, known=torch.ones(3, 3)), "known"),
+    (lambda: _pm.spectral_ratio(torch.tensor([[0, 5]]).T, 3), "edge_index"),
+    (lambda: _pd.to_dense(torch.tensor([[0, 5]]).T, 3), "edge_index"),
+]
+
+
+@pytest.mark.parametrize("call, name", PIECLAM_BAD_INPUTS)
+def test_pieclam_package_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

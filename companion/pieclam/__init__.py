@@ -24,6 +24,7 @@ from .core import (
     as_edge_index,
     as_omitted,
     check_codes,
+    check_pairs,
     clam_grad,
     clam_loglik,
     dense_loglik,
@@ -69,7 +70,7 @@ from .metrics import (
 from .prior import FittedGaussian, GaussianKDE, RealNVPPrior, clam_split
 
 __all__ = [
-    "X_MIN", "as_batch", "as_edge_index", "as_omitted", "check_codes", "clam_grad", "clam_loglik", "dense_loglik", "edge_logits",
+    "X_MIN", "as_batch", "as_edge_index", "as_omitted", "check_codes", "check_pairs", "clam_grad", "clam_loglik", "dense_loglik", "edge_logits",
     "edge_probs", "lorentz_diag", "project_cone", "star_loglik", "RealNVPPrior", "GaussianKDE", "FittedGaussian", "mean_interval", "clam_split", "ClamConfig", "ClamResult",
     "fit_clam", "fit_flow", "NAMED_SBMS", "RingMixture", "disjoint_union", "from_networkx", "link_split", "named_sbm", "nx_graph", "plant_contextual",
     "plant_structural", "sbm", "sbm_probs", "to_dense", "undirected_pairs", "GAE", "fit_gae", "gae_probs",

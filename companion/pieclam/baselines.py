@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core import as_edge_index
+from .core import as_edge_index, check_pairs
 from .data import to_dense
 
 __all__ = ["GAE", "fit_gae", "gae_probs", "gae_anomaly_scores", "degree_scores"]
@@ -22,6 +22,9 @@ __all__ = ["GAE", "fit_gae", "gae_probs", "gae_anomaly_scores", "degree_scores"]
 class GAE(nn.Module):
     def __init__(self, num_nodes: int, hidden: int = 32, out: int = 16):
         super().__init__()
+        for name, value in (("num_nodes", num_nodes), ("hidden", hidden), ("out", out)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
         self.W0 = nn.Linear(num_nodes, hidden, bias=False)
         self.W1 = nn.Linear(hidden, out, bias=False)
 
@@ -64,11 +67,17 @@ def fit_gae(edge_index, num_nodes: int, masked_pairs=None, epochs: int = 200, hi
 
 def gae_probs(Z: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
     """``sigma(z_n . z_m)`` for each column of ``pairs``."""
+    if not torch.is_tensor(Z) or Z.ndim != 2 or not bool(torch.isfinite(Z).all()):
+        raise ValueError(f"Z: expected finite embeddings of shape (N, d), got {getattr(Z, 'shape', type(Z).__name__)}")
+    check_pairs(pairs, Z.shape[0])
     return torch.sigmoid((Z[pairs[0]] * Z[pairs[1]]).sum(-1))
 
 
 def gae_anomaly_scores(Z: torch.Tensor, edge_index, num_nodes: int) -> np.ndarray:
     """Minus the reconstruction error of each node's row, ``-||A_n - A_hat_n||_2`` (low = anomalous)."""
+    if not torch.is_tensor(Z) or Z.ndim != 2 or Z.shape[0] != num_nodes or not bool(torch.isfinite(Z).all()):
+        raise ValueError(f"Z: expected finite embeddings of shape ({num_nodes}, d), got "
+                         f"{getattr(Z, 'shape', type(Z).__name__)}")
     A = to_dense(as_edge_index(edge_index, num_nodes), num_nodes)
     P = torch.sigmoid(Z @ Z.T)
     P.fill_diagonal_(0)

@@ -32,6 +32,7 @@ __all__ = [
     "as_omitted",
     "as_batch",
     "check_codes",
+    "check_pairs",
     "lorentz_diag",
     "project_cone",
     "edge_logits",
@@ -213,6 +214,8 @@ def project_cone(F: torch.Tensor, lorentz: bool) -> torch.Tensor:
     """
     if not torch.is_tensor(F) or F.ndim != 2:
         raise ValueError(f"F: expected a tensor of shape (N, D), got {type(F).__name__}")
+    if not bool(torch.isfinite(F).all()):
+        raise ValueError("F: codes must be finite (nan or inf found)")
     if not lorentz:
         return F.clamp_min(0)
     lorentz_diag(F.shape[1], True)
@@ -224,8 +227,22 @@ def project_cone(F: torch.Tensor, lorentz: bool) -> torch.Tensor:
 # --- the decoder ------------------------------------------------------------------------------
 
 
+def check_pairs(pairs, num_nodes: int, name: str = "pairs") -> torch.Tensor:
+    """Return ``pairs`` if it is a ``(2, P)`` integer tensor of node indices in ``[0, num_nodes)``."""
+    if not torch.is_tensor(pairs) or pairs.ndim != 2 or pairs.shape[0] != 2 or pairs.dtype.is_floating_point \
+            or pairs.dtype == torch.bool:
+        raise ValueError(f"{name}: expected a (2, P) integer tensor of node pairs, got "
+                         f"{getattr(pairs, 'shape', type(pairs).__name__)}")
+    if pairs.numel() and (int(pairs.min()) < 0 or int(pairs.max()) >= num_nodes):
+        raise ValueError(f"{name}: node indices must lie in [0, {num_nodes}), got {int(pairs.min())}..{int(pairs.max())}")
+    return pairs
+
+
 def edge_logits(F: torch.Tensor, pairs: torch.Tensor, lorentz: bool) -> torch.Tensor:
     """``x_nm = f_n^T L f_m`` for each column ``(n, m)`` of ``pairs`` (shape ``(2, P)``)."""
+    if not torch.is_tensor(F) or F.ndim != 2 or not bool(torch.isfinite(F).all()):
+        raise ValueError(f"F: expected finite codes of shape (N, D), got {getattr(F, 'shape', type(F).__name__)}")
+    check_pairs(pairs, F.shape[0])
     L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype, device=F.device)
     return (F.index_select(0, pairs[0]) * F.index_select(0, pairs[1])) @ L
 
@@ -339,6 +356,12 @@ def dense_loglik(F: torch.Tensor, A: torch.Tensor, lorentz: bool, known: torch.T
     Edge logits are clamped at ``x_min`` in the edge term, as in :func:`clam_loglik`.
     """
     x_min = _check_x_min(x_min)
+    F = check_codes(F, lorentz)
+    if not torch.is_tensor(A) or A.shape != (F.shape[0], F.shape[0]):
+        raise ValueError(f"A: expected the dense ({F.shape[0]}, {F.shape[0]}) adjacency of the codes' nodes, got "
+                         f"{getattr(A, 'shape', type(A).__name__)}")
+    if known is not None and (not torch.is_tensor(known) or known.shape != A.shape or known.dtype != torch.bool):
+        raise ValueError(f"known: expected a bool ({F.shape[0]}, {F.shape[0]}) mask or None")
     L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype, device=F.device)
     X = (F * L) @ F.T
     upper = torch.triu(torch.ones_like(A, dtype=torch.bool), diagonal=1)

@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 import torch
 
-from companion.validation import as_choice, as_probability
+from companion.validation import as_choice, as_float_array, as_probability
 
 from .core import as_edge_index, project_cone
 
@@ -43,6 +43,7 @@ def undirected_pairs(edge_index: torch.Tensor) -> torch.Tensor:
 
 def to_dense(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
     """The dense 0/1 adjacency (for plots, tests and the GAE baseline; never for the Clam likelihood)."""
+    edge_index = as_edge_index(edge_index, num_nodes)
     A = torch.zeros(num_nodes, num_nodes, dtype=torch.float64)
     A[edge_index[0], edge_index[1]] = 1.0
     return A
@@ -50,6 +51,12 @@ def to_dense(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
 
 def sbm_probs(sizes, P) -> np.ndarray:
     """The N x N matrix of edge probabilities of a block model (zero diagonal)."""
+    sizes = np.asarray(sizes)
+    if sizes.ndim != 1 or sizes.size == 0 or not np.issubdtype(sizes.dtype, np.integer) or np.any(sizes < 1):
+        raise ValueError(f"sizes: expected positive integer block sizes, got {sizes!r}")
+    P = as_float_array(P, "P", low=0, high=1)
+    if P.shape != (sizes.size, sizes.size):
+        raise ValueError(f"P: expected a {sizes.size} x {sizes.size} matrix, one row per block, got {P.shape}")
     block = np.repeat(np.arange(len(sizes)), sizes)
     Pn = np.asarray(P, dtype=float)[block][:, block]
     np.fill_diagonal(Pn, 0.0)
@@ -229,6 +236,13 @@ class RingMixture:
     center: tuple[float, float] = (1.5, 0.0)
     radius: float = 0.7
     std: float = 0.09
+
+    def __post_init__(self):
+        if isinstance(self.n_modes, bool) or not isinstance(self.n_modes, (int, np.integer)) or self.n_modes < 1:
+            raise ValueError(f"n_modes: expected an integer >= 1, got {self.n_modes!r}")
+        as_float_array(self.center, "center")
+        as_float_array(self.radius, "radius", low=0)
+        as_float_array(self.std, "std", low=0, low_open=True)
 
     def means(self) -> torch.Tensor:
         angle = 2 * math.pi * torch.arange(self.n_modes, dtype=torch.float64) / self.n_modes

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 from scipy.stats import rankdata
 
-from companion.validation import as_1d_float_array, as_choice
+from companion.validation import as_1d_float_array, as_choice, as_float_array, as_instance
 
-from .core import _star, check_codes, lorentz_diag, project_cone
+from .core import _star, as_edge_index, check_codes, lorentz_diag, project_cone
 from .data import _edges_from_upper, to_dense
 from .prior import GaussianKDE
 
@@ -37,7 +37,7 @@ def roc_auc(pos_scores, neg_scores) -> float:
 
 def roc_curve(pos_scores, neg_scores) -> tuple[np.ndarray, np.ndarray]:
     """False- and true-positive rates over all thresholds (for plots)."""
-    pos, neg = np.asarray(pos_scores, float), np.asarray(neg_scores, float)
+    pos, neg = as_1d_float_array(pos_scores, "pos_scores"), as_1d_float_array(neg_scores, "neg_scores")
     thr = np.r_[np.inf, np.unique(np.r_[pos, neg])[::-1]]
     return np.array([(neg >= t).mean() for t in thr]), np.array([(pos >= t).mean() for t in thr])
 
@@ -73,6 +73,7 @@ def prob_matrix(F: torch.Tensor, lorentz: bool) -> np.ndarray:
     multiply and add would otherwise leave the rounding error of ``a * a`` where two equal
     terms cancel, and a bipartite pair would decode to a probability of 5e-17 instead of 0.
     """
+    F = check_codes(F, lorentz, tol=np.inf)
     L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype)
     inc, exc = F[:, L > 0], F[:, L < 0]
     form = inc @ inc.T - exc @ exc.T  # BigClam: no exclusive part, an N x N block of zeros
@@ -83,17 +84,28 @@ def prob_matrix(F: torch.Tensor, lorentz: bool) -> np.ndarray:
 
 def prob_error(P_hat: np.ndarray, P_true: np.ndarray) -> float:
     """Mean |P_hat - P_true| over the dyads n < m."""
+    P_true = as_float_array(P_true, "P_true", low=0, high=1)
+    P_hat = as_float_array(P_hat, "P_hat", low=0, high=1)
+    if P_true.ndim != 2 or P_true.shape[0] != P_true.shape[1] or P_true.shape[0] < 2:
+        raise ValueError(f"P_true: expected a square N x N matrix (N >= 2), got {P_true.shape}")
+    if P_hat.shape != P_true.shape:
+        raise ValueError(f"P_hat: expected the shape of P_true {P_true.shape}, got {P_hat.shape}")
     r, c = np.triu_indices(P_true.shape[0], k=1)
     return float(np.abs(P_hat[r, c] - P_true[r, c]).mean())
 
 
 def spectral_ratio(edge_index, num_nodes: int) -> float:
     """lambda_min / lambda_max of the adjacency: -1 for a bipartite graph, near 0 for assortative ones."""
+    edge_index = as_edge_index(edge_index, num_nodes, allow_empty=False)
     ev = np.linalg.eigvalsh(to_dense(edge_index, num_nodes).numpy())
     return float(ev[0] / ev[-1])
 
 
 def edge_density(edge_index, num_nodes: int) -> float:
+    """Edges over possible (directed) pairs: |E| / (N (N - 1)), each edge counted in both directions."""
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 2:
+        raise ValueError(f"num_nodes: expected an integer >= 2, got {num_nodes!r}")
+    edge_index = as_edge_index(edge_index, num_nodes)
     return float(edge_index.shape[1] / (num_nodes * (num_nodes - 1)))
 
 
@@ -111,6 +123,11 @@ def sample_graph(result, num_nodes: int, seed: int = 0, density=None) -> tuple[t
     """A new graph from a fitted PClam/PieClam: ``num_nodes`` codes drawn from its prior (or from
     ``density``, anything with ``sample(n, generator)``, e.g. a :class:`GaussianKDE` of the codes),
     projected onto the cone, then independent edges. Returns ``(edge_index, codes)``."""
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
+        raise ValueError(f"num_nodes: expected an integer >= 1, got {num_nodes!r}")
+    from .fit import ClamResult
+
+    as_instance(result, "result", ClamResult)
     density = result.prior if density is None else density
     if density is None:
         raise ValueError("result: sampling a new graph needs a fitted prior (PClam or PieClam) or a density")
@@ -125,6 +142,7 @@ def side_contrast(codes: torch.Tensor, ref: torch.Tensor, side, lorentz: bool) -
 
     1 for a code that connects to one side only, 0 for one that connects to both alike.
     """
+    codes, ref = check_codes(codes, lorentz, name="codes", tol=np.inf), check_codes(ref, lorentz, name="ref", tol=np.inf)
     side = np.asarray(side)
     if side.shape != (ref.shape[0],) or not set(np.unique(side)) <= {0, 1}:
         raise ValueError(f"side: expected a 0/1 label per reference code ({ref.shape[0]}), got shape {side.shape}")
@@ -148,6 +166,7 @@ def lorentz_boost(F: torch.Tensor, a, flip=False) -> torch.Tensor:
     """
     t, s = check_codes(F, True, tol=np.inf).chunk(2, dim=1)
     C = t.shape[1]
+    as_float_array(a, "a")
     a = torch.as_tensor(np.broadcast_to(np.asarray(a, dtype=float), (C,)).copy(), dtype=F.dtype)
     sign = torch.as_tensor(np.where(np.broadcast_to(flip, (C,)), -1.0, 1.0), dtype=F.dtype)
     s = s * sign
@@ -159,7 +178,7 @@ def rapidity(F: torch.Tensor) -> torch.Tensor:
 
     Pairs on the cone's edge (``|s| = t``) or at 0 give +-inf or nan; :class:`LorentzMap` skips them.
     """
-    t, s = F.chunk(2, dim=1)
+    t, s = check_codes(F, True, tol=np.inf).chunk(2, dim=1)
     return torch.atanh(s / t)
 
 
@@ -175,6 +194,11 @@ class LorentzMap:
 
     a: tuple[float, ...]
     flip: tuple[bool, ...]
+
+    def __post_init__(self):
+        a = as_float_array(self.a, "a")
+        if a.ndim != 1 or np.shape(self.flip) != a.shape:
+            raise ValueError(f"flip: expected one reflection per pair, {a.size}, got {self.flip!r}")
 
     def __call__(self, F: torch.Tensor) -> torch.Tensor:
         return lorentz_boost(F, self.a, self.flip)
