@@ -578,3 +578,18 @@ def test_the_flights_table_holds_one_month_and_moves_to_the_next(flights, backen
         fl.FlightsTable(fl.connect(backend), small, first_month=7)
     with pytest.raises(ValueError, match="^flights"):
         fl.FlightsTable(fl.connect(backend), small.iloc[:0])
+
+
+def test_the_engines_pipeline_refuses_bad_shapes_naming_the_argument():
+    cx, qx, cy = torch.randn(2, 5, 3), torch.randn(2, 1, 3), torch.randn(2, 5)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    with pytest.raises(ValueError, match="^ctx_x"):
+        fl.preprocess(torch.randn(2, 0, 3), qx, mask[:, :0])
+    with pytest.raises(ValueError, match="^qry_x"):
+        fl.preprocess(cx, torch.randn(2, 1, 4), mask)
+    with pytest.raises(ValueError, match="^mask"):
+        fl.preprocess(cx, qx, mask.float())
+    with pytest.raises(ValueError, match="^cy"):
+        fl.ridge_loo(cx, cy[:, :4], qx, mask)
+    with pytest.raises(ValueError, match="^mask"):
+        fl.ridge_loo(cx, cy, qx, mask[:1])

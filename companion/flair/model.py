@@ -201,6 +201,21 @@ def _soft_clip(cx, qx, mask, n_sigma: float = 4.0):
     return squash(cx), squash(qx)
 
 
+def _check_sets(ctx_x, qry_x, mask) -> None:
+    """Shapes of a batch of contexts ``[B, m, d]``, queries ``[B, n, d]`` and a bool mask ``[B, m]``."""
+    if not (torch.is_tensor(ctx_x) and ctx_x.ndim == 3 and ctx_x.shape[1] > 0):
+        raise ValueError(f"ctx_x: expected a tensor [B, m, d] with m >= 1, got "
+                         f"{tuple(getattr(ctx_x, 'shape', ()))}")
+    if not (torch.is_tensor(qry_x) and qry_x.ndim == 3 and qry_x.shape[0] == ctx_x.shape[0]
+            and qry_x.shape[2] == ctx_x.shape[2]):
+        raise ValueError(f"qry_x: expected a tensor [{ctx_x.shape[0]}, n, {ctx_x.shape[2]}], got "
+                         f"{tuple(getattr(qry_x, 'shape', ()))}")
+    if not (torch.is_tensor(mask) and mask.dtype == torch.bool and mask.shape == ctx_x.shape[:2]):
+        raise ValueError(f"mask: expected a bool tensor {tuple(ctx_x.shape[:2])}, got "
+                         f"{getattr(mask, 'dtype', type(mask).__name__)} "
+                         f"{tuple(getattr(mask, 'shape', ()))}")
+
+
 def preprocess(ctx_x, qry_x, mask, power: bool = False):
     """The engine's input pipeline, after TabPFN's (eq. flair-dde): standardise with the
     context's statistics (clipped at +-100), drop the features that are constant in the
@@ -210,6 +225,7 @@ def preprocess(ctx_x, qry_x, mask, power: bool = False):
 
     Returns ``(context, queries, used)`` with ``used [B, 1, d]`` the surviving features.
     """
+    _check_sets(ctx_x, qry_x, mask)
     mean, sd = _masked_stats(ctx_x, mask)
     used = sd > 1e-6 * (1 + mean.abs())
     cx = ((ctx_x - mean) / (sd + 1e-6)).clamp(-100, 100)
@@ -230,6 +246,10 @@ def ridge_loo(cx, cy, qx, mask, alphas=RIDGE_ALPHAS):
     ``alphas`` by exact leave-one-out error (the hat-matrix shortcut), no penalty on the
     intercept. Returns the queries' predictions ``[B, n]`` and each context pair's
     leave-one-out prediction ``[B, m]``; masked pairs take no part."""
+    _check_sets(cx, qx, mask)
+    if not (torch.is_tensor(cy) and cy.shape == cx.shape[:2]):
+        raise ValueError(f"cy: expected a tensor {tuple(cx.shape[:2])}, got "
+                         f"{tuple(getattr(cy, 'shape', ()))}")
     B, m, d = cx.shape
     w = mask.to(torch.float64)
     A = torch.cat([cx.double(), torch.ones(B, m, 1, dtype=torch.float64, device=cx.device)], 2)
