@@ -449,3 +449,23 @@ ICL_BAD_INPUTS = [
 def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
     with pytest.raises(ValueError, match=name):
         fn(**kwargs)
+
+
+from companion.icl_latents import models as _im, tasks as _it
+
+_NAN = float("nan")
+ICL_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refused naming its argument
+    (lambda: _im.ExplicitModel("context", torch.nn.Linear(2, 2)), "context"),
+    (lambda: _im.ImplicitTransformer(0, 1), "dx"),
+    (lambda: _im.ExplicitModel(None, "predictor"), "predictor"),
+    (lambda: _im.ImplicitTransformer(1, 1, d_model=30, n_heads=4), "d_model"),
+    (lambda: _im.SinusoidReadoutPredictor(torch.tensor([_NAN]), 2), "freqs"),
+    (lambda: _it.SinusoidTask(n_freq=0), "n_freq"),
+    (lambda: _it.SinusoidTask(noise=_NAN), "noise"),
+]
+
+
+@pytest.mark.parametrize("call, name", ICL_MORE_BAD_INPUTS)
+def test_icl_public_functions_refuse_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

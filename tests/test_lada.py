@@ -456,3 +456,25 @@ def test_blockwise_memory_logits_equal_the_matrix_form_and_its_gradient():
     (h1,) = torch.autograd.grad(mem.forward(vg).sum(), vg)
     (h2,) = torch.autograd.grad(mem.blockwise(vg).sum(), vg)
     torch.testing.assert_close(h1, h2, rtol=1e-6, atol=1e-6)
+
+
+from companion.lada import data as _ld, encoder as _le, lada as _ll, metrics as _lm
+
+_NAN = float("nan")
+LADA_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refused naming its argument
+    (lambda: _ll.CosineClassifier(0), "dim"),
+    (lambda: _ll.CosineClassifier(8, scale=_NAN), "scale"),
+    (lambda: _le.cache_features("enc", []), "enc"),
+    (lambda: _le.cache_features(_le.GlyphCNN(), ["task"]), "stream"),
+    (lambda: _lm.check_accuracy_matrix(np.array([[0.5, 1.5]])), "A"),
+    (lambda: _ll.check_features(torch.full((2, 4), _NAN), "v"), "v"),
+    (lambda: _ll.check_new_labels(torch.tensor([0, 9]), 2, 4), "labels"),
+    (lambda: _ld.pretraining_set("huge"), "scale"),
+    (lambda: _lm.summary_table("results"), "results"),
+]
+
+
+@pytest.mark.parametrize("call, name", LADA_MORE_BAD_INPUTS)
+def test_lada_public_functions_refuse_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

@@ -539,3 +539,26 @@ def test_bad_population_inputs_raise_naming_the_argument(call, name):
 def test_bad_instance_and_model_arguments_raise_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=f"^{name}"):
         call()
+
+
+from companion.ngs import policy as _np_, tsp as _nt
+
+_NAN = float("nan")
+NGS_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refused naming its argument
+    (lambda: _np_.allowed_mask(torch.zeros(2, 1, 5, 4, dtype=torch.long), torch.tensor([[0], [9]]), 5), "current"),
+    (lambda: _np_.allowed_mask(torch.zeros(2, 5, 4), torch.tensor([0, 1]), 5), "allowed"),
+    (lambda: _np_.check_temperature(_NAN), "temperature"),
+    (lambda: _nt.held_karp(np.full((4, 2), _NAN)), "coords"),
+    (lambda: _nt.held_karp(np.zeros((25, 2))), "coords"),
+    (lambda: _nt.is_permutation(torch.zeros(2, 5), 5), "tours"),
+    (lambda: _nt.solve_mip(np.random.rand(5, 2), time_limit_s=-1), "time_limit_s"),
+    (lambda: _nt.solve_exact(np.full((4, 2), _NAN)), "coords"),
+    (lambda: _nt.solve_exact(np.random.rand(5, 2), time_limit_s=0), "time_limit_s"),
+    (lambda: _nt.solve_mip(np.full((4, 2), _NAN)), "coords"),
+]
+
+
+@pytest.mark.parametrize("call, name", NGS_MORE_BAD_INPUTS)
+def test_ngs_public_functions_refuse_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

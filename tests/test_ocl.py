@@ -433,3 +433,26 @@ def test_official_base_rates():
     from companion.ocl.train import OFFICIAL, official_base_lr
     assert official_base_lr("OCL") == OFFICIAL["base_lr"] == 5e-5
     assert official_base_lr("MAE") == OFFICIAL["mae_base_lr"] == 1.5e-4
+
+
+from companion.ocl import budget as _ob, methods as _om, probe as _op, timing as _ot, vit as _ov
+
+_NAN = float("nan")
+OCL_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refused naming its argument
+    (lambda: _ov.Block(0, 2, 2.0), "dim"),
+    (lambda: _ov.Block(48, 5, 2.0), "heads"),
+    (lambda: _ot.build_timed("model"), "model"),
+    (lambda: _ov.check_images(torch.full((2, 1, 32, 32), 2.0)), "x"),
+    (lambda: _om.count_flops("fn"), "fn"),
+    (lambda: _op.extract("vit", torch.zeros(2, 1, 32, 32)), "vit"),
+    (lambda: _op.extract_pools("vit", torch.zeros(2, 1, 32, 32)), "vit"),
+    (lambda: _op.extract_views("vit", torch.zeros(2, 1, 32, 32), 0.5), "vit"),
+    (lambda: _ob.steps_for_flops(100, 0), "flops_per_step"),
+    (lambda: _ob.steps_for_flops(-1, 10), "flops_budget"),
+]
+
+
+@pytest.mark.parametrize("call, name", OCL_MORE_BAD_INPUTS)
+def test_ocl_public_functions_refuse_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

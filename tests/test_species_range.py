@@ -311,3 +311,24 @@ ISSUE_39_BAD_INPUTS = [
 def test_issue_39_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
     with pytest.raises(ValueError, match=name):
         fn(**kwargs)
+
+
+import companion.species_range as _sr
+
+_NAN = float("nan")
+SR_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refused naming its argument
+    (lambda: _sr.SINR("enc", 5), "enc"),
+    (lambda: _sr.fssinr_scores("model", np.zeros((1, 2)), np.zeros((3, 2))), "model"),
+    (lambda: _sr.real_land(np.array([[_NAN, 0.0]])), "ll"),
+    (lambda: _sr.real_land(np.array([[0.0, 95.0]])), "ll"),
+    (lambda: _sr.sample_contexts("globe", np.array([0]), 1, np.random.default_rng(0)), "globe"),
+    (lambda: _sr.timed("fn"), "fn"),
+    (lambda: _sr.timed(len, [1], repeats=0), "repeats"),
+    (lambda: _sr.train_fssinr("globe", None), "globe"),
+]
+
+
+@pytest.mark.parametrize("call, name", SR_MORE_BAD_INPUTS)
+def test_sr_public_functions_refuse_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

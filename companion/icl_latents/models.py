@@ -108,6 +108,10 @@ class ImplicitTransformer(nn.Module):
     def __init__(self, dx: int, dy: int, d_model: int = 256, n_heads: int = 4, d_ff: int = 512,
                  n_layers: int = 8):
         super().__init__()
+        dx, dy, n_layers = _count(dx, "dx"), _count(dy, "dy"), _count(n_layers, "n_layers")
+        d_model, n_heads, d_ff = _count(d_model, "d_model"), _count(n_heads, "n_heads"), _count(d_ff, "d_ff")
+        if d_model % n_heads:
+            raise ValueError(f"d_model: expected a multiple of n_heads = {n_heads}, got {d_model}")
         self.dx, self.dy = dx, dy
         self.embed = nn.Linear(dx + dy, d_model)
         self.query_flag = nn.Parameter(torch.randn(d_model) / d_model ** 0.5)
@@ -210,7 +214,11 @@ class SinusoidReadoutPredictor(nn.Module):
 
     def __init__(self, freqs: torch.Tensor, z_dim: int):
         super().__init__()
-        self.register_buffer("freqs", torch.as_tensor(freqs, dtype=torch.float32))
+        freqs = torch.as_tensor(freqs, dtype=torch.float32)
+        if freqs.numel() == 0 or not bool(torch.isfinite(freqs).all()):
+            raise ValueError(f"freqs: expected a non-empty tensor of finite frequencies, got {freqs}")
+        _count(z_dim, "z_dim")
+        self.register_buffer("freqs", freqs)
         self.to_a = nn.Linear(z_dim, self.freqs.numel())
 
     def forward(self, z, x_q) -> torch.Tensor:
@@ -223,6 +231,11 @@ class ExplicitModel(nn.Module):
 
     def __init__(self, context: nn.Module | None, predictor: nn.Module):
         super().__init__()
+        if context is not None and not callable(context):
+            raise ValueError(f"context: expected a context encoder (a module or callable) or None, got "
+                             f"{type(context).__name__}")
+        if not callable(predictor):
+            raise ValueError(f"predictor: expected a module or callable, got {type(predictor).__name__}")
         self.context, self.predictor = context, predictor
 
     def latent(self, x_c, y_c, w=None) -> torch.Tensor:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from companion.validation import as_positive_int
+from companion.validation import as_instance, as_positive_int
 
 __all__ = ["GlyphCNN", "pretrain_encoder", "extract_features", "cache_features", "checksum"]
 
@@ -89,6 +89,9 @@ def cache_features(enc: GlyphCNN, stream: list, device=None) -> list:
     ``device`` (the encoder's by default)."""
     from .data import Task
 
+    as_instance(enc, "enc", GlyphCNN)
+    if not isinstance(stream, (list, tuple)) or not all(isinstance(t, Task) for t in stream):
+        raise ValueError("stream: expected a list of Task")
     device = device if device is not None else next(enc.parameters()).device
     out = []
     for t in stream:

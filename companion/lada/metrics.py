@@ -160,7 +160,7 @@ def summary_table(results: dict):
     """
     import pandas as pd
 
-    if not results or any(not runs for runs in results.values()):
+    if not isinstance(results, dict) or not results or any(not runs for runs in results.values()):
         raise ValueError("results: expected {method: [StreamResult, ...]} with at least one run each")
     rows = {}
     for name, runs in results.items():

@@ -51,6 +51,14 @@ class Rollout:
 
 def allowed_mask(allowed: torch.Tensor, current: torch.Tensor, n: int) -> torch.Tensor:
     """Boolean ``(B, S, n)``: the cities listed in ``allowed[b, s, current[b, s], :]`` (-1 = padding)."""
+    if not isinstance(allowed, torch.Tensor) or allowed.ndim != 4 or allowed.dtype.is_floating_point:
+        raise ValueError(f"allowed: expected an integer (B, S, n, K) neighbour table, got "
+                         f"{getattr(allowed, 'shape', type(allowed).__name__)}")
+    if not isinstance(current, torch.Tensor) or tuple(current.shape) != tuple(allowed.shape[:2]) or \
+            current.dtype.is_floating_point or (current.numel() and (int(current.min()) < 0
+                                                                      or int(current.max()) >= allowed.shape[2])):
+        raise ValueError(f"current: expected integer cities in 0..{allowed.shape[2] - 1} of shape "
+                         f"{tuple(allowed.shape[:2])}, got {getattr(current, 'shape', type(current).__name__)}")
     B, S, _, K = allowed.shape
     rows = allowed.gather(2, current.view(B, S, 1, 1).expand(B, S, 1, K)).squeeze(2)  # (B, S, K)
     mask = torch.zeros(B, S, n + 1, dtype=torch.bool, device=allowed.device)

@@ -106,6 +106,9 @@ def tour_length(coords: torch.Tensor, tours: torch.Tensor) -> torch.Tensor:
 
 def is_permutation(tours: torch.Tensor, n: int) -> torch.Tensor:
     """Boolean ``tours.shape[:-1]``: does each row visit every node of ``0..n-1`` exactly once?"""
+    if not isinstance(tours, torch.Tensor) or tours.dtype.is_floating_point or tours.dtype == torch.bool:
+        raise ValueError(f"tours: expected an integer tensor of city indices, got "
+                         f"{getattr(tours, 'dtype', type(tours).__name__)}")
     if tours.shape[-1] != n:
         return torch.zeros(tours.shape[:-1], dtype=torch.bool)
     in_range = ((tours >= 0) & (tours < n)).all(-1)
@@ -166,6 +169,12 @@ def held_karp(coords, *, max_n: int = 20) -> tuple[float, np.ndarray]:
     return length, np.array([0] + tour[::-1])
 
 
+def _positive(name: str, x) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x < float("inf"):
+        raise ValueError(f"{name}: expected a finite number > 0, got {x!r}")
+    return float(x)
+
+
 def solve_exact(coords, *, scale: float = 1e6, time_limit_s: float = 60.0, workers: int = 2) -> tuple[float, np.ndarray]:
     """Optimal tour of one instance ``(n, 2)`` with OR-Tools CP-SAT (``AddCircuit``).
 
@@ -176,6 +185,9 @@ def solve_exact(coords, *, scale: float = 1e6, time_limit_s: float = 60.0, worke
     """
     from ortools.sat.python import cp_model
 
+    _positive("time_limit_s", time_limit_s), _positive("scale", scale)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
     d = _distances(coords)
     n = d.shape[0]
     model = cp_model.CpModel()
@@ -226,6 +238,7 @@ def solve_mip(coords, *, time_limit_s: float = 600.0) -> tuple[float, np.ndarray
     programme to a relative gap of 1e-9 on the float64 distances. Returns (length, tour from 0);
     raises ``RuntimeError`` if a programme is not solved to optimality within ``time_limit_s``.
     """
+    _positive("time_limit_s", time_limit_s)
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix, csr_matrix
 

@@ -107,6 +107,8 @@ def augment(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.
 
 def count_flops(fn, *args) -> int:
     """FLOPs of ``fn(*args)`` as torch's :class:`FlopCounterMode` counts them (matmuls, convs)."""
+    if not callable(fn):
+        raise ValueError(f"fn: expected a callable, got {type(fn).__name__}")
     with FlopCounterMode(display=False) as counter:
         fn(*args)
     return int(counter.get_total_flops())

@@ -15,8 +15,14 @@ __all__ = ["extract", "extract_pools", "extract_views", "linear_probe", "few_sho
 
 
 @torch.no_grad()
+def _check_vit(vit) -> None:
+    if not isinstance(vit, TinyViT):
+        raise ValueError(f"vit: expected a TinyViT encoder, got {type(vit).__name__}")
+
+
 def extract(vit: TinyViT, x: torch.Tensor, pool: str = "cls", batch: int = 512) -> torch.Tensor:
     """Features ``[N, D]`` of full, unmasked images ``x`` ``[N, 1, H, W]`` (eval mode)."""
+    _check_vit(vit)
     x = check_images(x, "x", vit.patch)
     was_training = vit.training
     vit.eval()
@@ -28,6 +34,7 @@ def extract(vit: TinyViT, x: torch.Tensor, pool: str = "cls", batch: int = 512) 
 @torch.no_grad()
 def extract_pools(vit: TinyViT, x: torch.Tensor, batch: int = 512) -> dict[str, torch.Tensor]:
     """Both features of full images in one pass: ``{"cls": [N, D], "mean": [N, D]}``."""
+    _check_vit(vit)
     x = check_images(x, "x", vit.patch)
     was_training = vit.training
     vit.eval()
@@ -41,6 +48,7 @@ def extract_views(vit: TinyViT, x: torch.Tensor, mask_ratio: float, seed: int = 
     """Features as OCL trains on them: the mean of the CLS outputs of the two occluded views
     of eq. (ocl-views), ``[N, D]``; compared with :func:`extract`, it shows how much a probe on
     full images loses to the change of sequence length (9 tokens in training, 65 here)."""
+    _check_vit(vit)
     x = check_images(x, "x", vit.patch)
     was_training = vit.training
     vit.eval()

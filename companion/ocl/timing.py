@@ -29,6 +29,9 @@ TIMED = ("OCL (r=0.75)", "OCL (r=0.9)", "MAE (r=0.75)", "SimCLR", "SimCLR, no au
 
 def build_timed(model: dict, seed: int = 0) -> dict:
     """The timed methods of :data:`TIMED`, all on one random encoder built from ``model``."""
+    if not isinstance(model, dict):
+        raise ValueError(f"model: expected the encoder's settings as a dict (TinyViT's arguments), got "
+                         f"{type(model).__name__}")
     torch.manual_seed(seed)
     vit = TinyViT(**model)
     return {"OCL (r=0.75)": OCL(vit, 0.75), "OCL (r=0.9)": OCL(vit, 0.9),

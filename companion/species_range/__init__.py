@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from companion.checkpoints import lazy_exports
-from companion.validation import as_float_array, as_positive_int
+from companion.validation import as_float_array, as_instance, as_positive_int
 
 __all__ = ["EARTH_KM", "fibonacci_sphere", "lonlat_to_unit", "sincos_encode", "SyntheticGlobe",
            "make_globe", "LocationEncoder", "SINR", "FSSINR", "an_full_loss", "sample_background",
@@ -118,7 +118,10 @@ def real_land(ll: np.ndarray) -> np.ndarray:
     """Land cells of the real Earth (``global-land-mask``, 1 km grid), south of 60 S left out."""
     from global_land_mask import globe
 
-    ll = np.asarray(ll, float)
+    ll = as_float_array(ll, "ll")
+    if ll.ndim != 2 or ll.shape[1] != 2 or np.abs(ll[:, 0]).max() > 180 or np.abs(ll[:, 1]).max() > 90:
+        raise ValueError(f"ll: expected (N, 2) (longitude, latitude) in degrees, |lon| <= 180, |lat| <= 90, "
+                         f"got shape {ll.shape}")
     lat = np.clip(ll[:, 1], -89.999, 89.999)
     return globe.is_land(lat, np.clip(ll[:, 0], -179.999, 179.999)) & (ll[:, 1] > -60)
 
@@ -231,6 +234,8 @@ class SINR(nn.Module):
 
     def __init__(self, enc: LocationEncoder, n_species: int):
         super().__init__()
+        as_instance(enc, "enc", LocationEncoder)
+        n_species = as_positive_int(n_species, "n_species")
         self.enc = enc
         self.table = nn.Embedding(n_species, enc.width)
 
@@ -410,6 +415,7 @@ def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 6000, batch: in
     Keeps the per-step loss in ``model.history["loss"]`` and the state dict after each step
     listed in ``snapshots`` in ``model.history["snapshots"]``.
     """
+    as_instance(globe, "globe", SyntheticGlobe), as_instance(sinr, "sinr", SINR)
     steps, batch, warmup = _check_recipe(steps, batch, lr, warmup, decay, pos_weight)
     max_ctx = as_positive_int(max_ctx, "max_ctx")
     decay_epochs = as_positive_int(decay_epochs, "decay_epochs")
@@ -449,6 +455,8 @@ def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 6000, batch: in
 
 def sample_contexts(globe: SyntheticGlobe, species: np.ndarray, k: int, rng: np.random.Generator):
     """``[S, k, 2]`` contexts of ``k`` distinct observations from each test species' reserve."""
+    as_instance(globe, "globe", SyntheticGlobe)
+    k = as_positive_int(k, "k", minimum=0)
     if k < 0 or any(k > len(globe.obs[s]) for s in species):
         raise ValueError(f"k: expected 0 <= k <= the reserve size, got {k}")
     return np.stack([globe.obs[s][rng.choice(len(globe.obs[s]), k, replace=False)] for s in species])
@@ -457,6 +465,7 @@ def sample_contexts(globe: SyntheticGlobe, species: np.ndarray, k: int, rng: np.
 @torch.no_grad()
 def fssinr_scores(model: FSSINR, ctx_ll, cells_ll) -> torch.Tensor:
     """Eq. (fssinr-predict): ``sigma(f(x)' w(S))`` for every cell and every context, ``[S, M]``."""
+    as_instance(model, "model", FSSINR)
     ctx_ll = torch.as_tensor(ctx_ll, dtype=torch.float32)
     mask = torch.zeros(ctx_ll.shape[:2], dtype=torch.bool, device=ctx_ll.device)
     w = model.species_embedding(ctx_ll, mask)
@@ -565,6 +574,9 @@ def average_precision(y_true, scores) -> float:
 
 def timed(fn, *args, repeats: int = 1):
     """``(result, seconds per call)`` of ``fn(*args)``, after one warm-up call."""
+    if not callable(fn):
+        raise ValueError(f"fn: expected a callable, got {type(fn).__name__}")
+    repeats = as_positive_int(repeats, "repeats")
     fn(*args)
     t0 = time.perf_counter()
     for _ in range(repeats):
