@@ -287,3 +287,15 @@ FACTTEST_BAD_INPUTS = [  # one row per public function at least; each refused na
 def test_every_function_refuses_bad_input_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=f"^{name}"):
         call()
+
+
+FACTTEST_MORE_BAD_INPUTS = [
+    (lambda: ft.answer_questions("model", None, None, None, _RNG), "model"),
+    (lambda: ft.train_fact_model("world", []), "world"),
+]
+
+
+@pytest.mark.parametrize("call, name", FACTTEST_MORE_BAD_INPUTS)
+def test_facttest_qa_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

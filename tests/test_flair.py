@@ -595,3 +595,39 @@ def test_the_engines_pipeline_refuses_bad_shapes_naming_the_argument():
         fl.ridge_loo(cx, cy[:, :4], qx, mask)
     with pytest.raises(ValueError, match="^mask"):
         fl.ridge_loo(cx, cy, qx, mask[:1])
+
+
+from companion.flair import db as _fdb, model as _fm, stream as _fs, train as _ft_
+
+_RNG = np.random.default_rng(0)
+FLAIR_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refused naming its argument
+    (lambda: _fdb.Connection(None, "oracle"), "backend"),
+    (lambda: _fdb.DriftingTable("con", 10, 0), "con"),
+    (lambda: _fm.FLAIR("tfm", None), "tfm"),
+    (lambda: _fs.FineTuned("tfm"), "tfm"),
+    (lambda: _fs.InContext("flair"), "flair"),
+    (lambda: _fs.KNNContext("tfm"), "tfm"),
+    (lambda: _fs.RidgeContext("tfm"), "tfm"),
+    (lambda: _fs.Static("tfm"), "tfm"),
+    (lambda: _fm.TaskFeaturizer(d_in=0), "d_in"),
+    (lambda: _fs.audit("table"), "table"),
+    (lambda: _fdb.draw_rows("concept", 3, _RNG), "concept"),
+    (lambda: _fs.InContext(None), "flair"),
+    (lambda: _fs.in_context_errors("dde", torch.zeros(1, 4, 2), torch.zeros(1, 4), torch.zeros(1, 2, 2), torch.zeros(1, 2)), "dde"),
+    (lambda: _fm.label(np.array([-1.0])), "card"),
+    (lambda: _ft_.load_dde("/nonexistent/dde.pt"), "path"),
+    (lambda: _fm.meta_train("dde", 1), "dde"),
+    (lambda: _fs.offline_workload("table", 1, 0), "table"),
+    (lambda: _fm.prior_nll("dde", []), "dde"),
+    (lambda: _fm.FLAIR(_fm.TaskFeaturizer(), "dde"), "dde"),
+    (lambda: _fdb.sample_concept(_RNG, n_components=0), "n_components"),
+    (lambda: _fdb.sample_queries(np.zeros((5, 4)), 0, _RNG), "n"),
+    (lambda: _fs.summarize(np.array([0.5])), "qe"),
+    (lambda: _fm.weighted_mse(torch.zeros(3), torch.zeros(4)), "y"),
+]
+
+
+@pytest.mark.parametrize("call, name", FLAIR_MORE_BAD_INPUTS)
+def test_flair_public_functions_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

@@ -334,3 +334,14 @@ SVG_BAD_INPUTS = [  # one row per public function at least; each refused naming 
 def test_svg_package_refuses_bad_input_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=f"^{name}"):
         call()
+
+
+SVG_MORE_BAD_INPUTS = [
+    (lambda: _slay.to_frame_major(torch.zeros(1, 1, 3, 2), "layout"), "layout"),
+]
+
+
+@pytest.mark.parametrize("call, name", SVG_MORE_BAD_INPUTS)
+def test_svg_layout_refuses_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

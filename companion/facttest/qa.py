@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from companion.validation import as_generator, as_positive_int, as_probability
+from companion.validation import as_generator, as_instance, as_positive_int, as_probability
 
 from .scores import max_prob_score, predictive_entropy_score, vanilla_entropy_score
 from .shift import logistic_regression
@@ -102,6 +102,7 @@ def train_fact_model(world: KnowledgeWorld, corpus, *, epochs: int = 5, lr: floa
 
     ``progress`` wraps the epoch iterator (e.g. ``companion.book.progress``).
     """
+    as_instance(world, "world", KnowledgeWorld)
     torch.manual_seed(seed)
     model = FactMLP(world.n_entities, world.n_relations, world.n_objects)
     e, r, o = (torch.as_tensor(np.asarray(a), dtype=torch.long) for a in corpus)
@@ -131,6 +132,7 @@ def answer_questions(model: FactMLP, world: KnowledgeWorld, e, r, rng, *, K: int
     ``temperature``; the paper's default score), ``pe`` (minus the predictive entropy),
     ``maxp`` (top probability), ``hidden`` (the 128 hidden activations, for a learned detector).
     """
+    as_instance(model, "model", FactMLP), as_instance(world, "world", KnowledgeWorld)
     rng = as_generator(rng)
     et, rt = torch.as_tensor(e, dtype=torch.long), torch.as_tensor(r, dtype=torch.long)
     hidden = model.features(et, rt)

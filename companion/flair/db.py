@@ -35,6 +35,7 @@ class Connection:
     ``fallback`` is True when DuckDB was asked for (``"auto"``) but could not be imported."""
 
     def __init__(self, raw, backend: str, fallback: bool = False):
+        backend = as_choice(backend, "backend", ("duckdb", "sqlite"))
         self.raw, self.backend, self.fallback = raw, backend, bool(fallback)
 
     @property
@@ -101,6 +102,8 @@ def draw_rows(concept: dict, n: int, rng: np.random.Generator, flip: bool = Fals
     (which flips the sign of every correlation of c0)."""
     rng = as_generator(rng)
     n = as_positive_int(n, "n")
+    if not isinstance(concept, dict) or "weights" not in concept:
+        raise ValueError(f"concept: expected a concept from sample_concept (a dict), got {type(concept).__name__}")
     comp = rng.choice(len(concept["weights"]), size=n, p=concept["weights"])
     z = np.empty((n, N_COLS))
     for g in range(len(concept["weights"])):

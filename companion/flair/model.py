@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from companion.validation import as_generator, as_positive_int
+from companion.validation import as_generator, as_instance, as_positive_int
 
 from .db import MAX_VALUE, N_COLS, ColumnHistograms, RangeQuery
 
@@ -81,6 +81,9 @@ class TaskFeaturizer(nn.Module):
 
 def weighted_mse(pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """MSE with weights ``w_i = max(y_i / mean(y), 1e-3)``: large cardinalities count more."""
+    if not isinstance(y, torch.Tensor) or not isinstance(pred, torch.Tensor) or y.shape != pred.shape:
+        raise ValueError(f"y: expected the shape of pred {tuple(getattr(pred, 'shape', ()))}, got "
+                         f"{tuple(getattr(y, 'shape', ()))}")
     w = (y / y.mean().clamp_min(1e-6)).clamp_min(1e-3)
     return (w * (pred - y) ** 2).mean()
 
@@ -450,6 +453,9 @@ def _gaussian_nll(mean, log_var, y, scale):
 
 def prior_nll(dde: DynamicDecisionEngine, tasks) -> float:
     """Mean NLL of ``dde`` on prior tasks ``(cx, cy, qx, qy)`` (a validation set of the prior)."""
+    as_instance(dde, "dde", DynamicDecisionEngine)
+    if not isinstance(tasks, (tuple, list)) or len(tasks) != 4 or not all(isinstance(t, torch.Tensor) for t in tasks):
+        raise ValueError("tasks: expected four tensors (context x, context y, query x, query y)")
     cx, cy, qx, qy = (t.to(next(dde.parameters()).device) for t in tasks)
     with torch.no_grad():
         mean, log_var = dde(cx, cy, qx)
@@ -464,6 +470,7 @@ def meta_train(dde: DynamicDecisionEngine, steps: int, batch: int = 16, lr: floa
     power-transformed) of the engine's ensemble; AdamW with a linear warm-up and cosine decay,
     gradients clipped at 1. Returns the loss of every step.
     """
+    as_instance(dde, "dde", DynamicDecisionEngine)
     steps = as_positive_int(steps, "steps")
     if not (isinstance(n_ctx, tuple) and len(n_ctx) == 2 and 1 <= n_ctx[0] <= n_ctx[1]):
         raise ValueError(f"n_ctx: expected a range (low, high) with 1 <= low <= high, got {n_ctx!r}")
@@ -540,6 +547,7 @@ class FLAIR:
 
     def __init__(self, tfm: TaskFeaturizer, dde: DynamicDecisionEngine,
                  capacity: int = 80, offset: bool = True):
+        as_instance(tfm, "tfm", TaskFeaturizer), as_instance(dde, "dde", nn.Module)
         if dde.d_x != tfm.d_z:
             raise ValueError(f"dde: expected an engine over d_x = {tfm.d_z} (the TFM's z), "
                              f"got {dde.d_x}")

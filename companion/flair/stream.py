@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from companion.validation import as_choice, as_float_array, as_positive_int, as_probability
+from companion.validation import as_choice, as_float_array, as_instance, as_positive_int, as_probability
 
 from .db import DRIFTS, ColumnHistograms, DriftingTable, RangeQuery, avi_estimate, sample_queries
 from .model import FLAIR, ContextMemory, TaskFeaturizer, featurize, fit_tfm, label
@@ -111,7 +111,7 @@ class Static(Method):
     """The TFM with its regression head, trained once on phase 0 and never updated."""
 
     def __init__(self, tfm: TaskFeaturizer):
-        self.tfm = tfm.eval()
+        self.tfm = as_instance(tfm, "tfm", TaskFeaturizer).eval()
 
     @torch.no_grad()
     def predict(self, x, q):
@@ -125,7 +125,7 @@ class FineTuned(Static):
 
     def __init__(self, tfm: TaskFeaturizer, every: int = 50, window: int = 200, epochs: int = 10,
                  lr: float = 1e-3, seed: int = 0):
-        super().__init__(copy.deepcopy(tfm))
+        super().__init__(copy.deepcopy(as_instance(tfm, "tfm", TaskFeaturizer)))
         self.every, self.window = as_positive_int(every, "every"), as_positive_int(window, "window")
         self.epochs, self.lr, self.seed = as_positive_int(epochs, "epochs"), lr, seed
         self.xs, self.ys, self.rounds = [], [], 0
@@ -150,6 +150,9 @@ class InContext(Method):
 
     def __init__(self, flair: FLAIR, freeze_after: int | None = None,
                  shuffle_seed: int | None = None):
+        as_instance(flair, "flair", FLAIR)
+        if freeze_after is not None:
+            as_positive_int(freeze_after, "freeze_after", minimum=0)
         self.flair, self.freeze_after, self.seen = flair, freeze_after, 0
         # the null of the context claim: the labels pushed are permuted within each phase, so
         # the queue holds the phase's labels but not which query each belongs to
@@ -204,7 +207,7 @@ class KNNContext(Method):
     """Mean label of the ``k`` nearest pairs (Euclidean in z) of a FIFO memory, head until full."""
 
     def __init__(self, tfm: TaskFeaturizer, capacity: int = 80, k: int = 5):
-        self.tfm, self.k = tfm.eval(), as_positive_int(k, "k")
+        self.tfm, self.k = as_instance(tfm, "tfm", TaskFeaturizer).eval(), as_positive_int(k, "k")
         self.memory = ContextMemory(capacity, tfm.d_z)
 
     @torch.no_grad()
@@ -267,7 +270,13 @@ def in_context_errors(dde, ctx_x, ctx_y, qry_x, qry_y) -> dict:
     """Mean squared error of the engine, of ridge on the context and of the context's mean
     label on tasks ``[B, m, d], [B, m], [B, n, d], [B, n]``, each divided by the variance of
     the task's context labels (so 1 is the error of predicting the context mean)."""
+    from .model import DynamicDecisionEngine
+
+    as_instance(dde, "dde", DynamicDecisionEngine)
     t = [torch.as_tensor(np.asarray(a), dtype=torch.float32) for a in (ctx_x, ctx_y, qry_x, qry_y)]
+    for name, x, dims in zip(("ctx_x", "ctx_y", "qry_x", "qry_y"), t, (3, 2, 3, 2)):
+        if x.ndim != dims or not bool(torch.isfinite(x).all()):
+            raise ValueError(f"{name}: expected a finite {dims}-D array of tasks, got shape {tuple(x.shape)}")
     dev = next(dde.parameters()).device
     with torch.no_grad():
         engine = dde(*(a.to(dev) for a in t[:3]))[0].cpu().numpy()
@@ -282,6 +291,7 @@ def in_context_errors(dde, ctx_x, ctx_y, qry_x, qry_y) -> dict:
 
 def offline_workload(table: DriftingTable, n: int, seed: int):
     """``n`` queries on the current table, executed: features ``[n, 13]``, labels, queries."""
+    as_instance(table, "table", DriftingTable)
     qs = sample_queries(table.snapshot(), as_positive_int(n, "n"), np.random.default_rng(seed))
     hist = table.analyze()
     y = label(table.count_many(qs))
@@ -350,6 +360,7 @@ def audit(table: DriftingTable, n: int = 200, seed: int = 0) -> dict:
     common one), ``explain_mode_share`` (the share of queries that got it) and
     ``explain_mode_of_rows`` (it divided by the table's rows).
     """
+    as_instance(table, "table", DriftingTable)
     qs = sample_queries(table.snapshot(), as_positive_int(n, "n"), np.random.default_rng(seed))
     counts = np.array([table.count(q) for q in qs])  # one COUNT(*) per query
     mirror = [q.mask(table.snapshot()).sum() for q in qs]
