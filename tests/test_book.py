@@ -162,3 +162,17 @@ def test_every_page_with_math_loads_mathjax(html):
     assert len(with_math) >= len(CHAPTERS) // 2
     missing = [str(p.relative_to(html)) for p in with_math if not re.search(r"<script[^>]+mathjax", p.read_text())]
     assert not missing, f"pages with math but no MathJax script: {missing}"
+
+
+def test_package_listings_show_the_page_numbers_not_labels_or_markup(html):
+    """A docstring's eq. (label) shows as the number the page prints; reST roles and literals as
+    plain text (book/_ext/book_html.py)."""
+    for doc in CHAPTERS:
+        soup = BeautifulSoup((html / f"{doc}.html").read_text(), "html.parser")
+        listings = [div.get_text() for div in soup.select("div.highlight-python div.highlight")]
+        labels = book.equation_numbers(doc)
+        left = sorted({label for label in labels for text in listings
+                       if f"({label})" in text or f"``{label}``" in text or f"numref:`{label}`" in text})
+        assert not left, f"{doc}: equation labels printed in package listings: {left}"
+        markup = [m for text in listings for m in re.findall(r":(?:func|meth|class|data|mod):`[^`]+`", text)]
+        assert not markup, f"{doc}: reST roles printed in package listings: {markup[:3]}"

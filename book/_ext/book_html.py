@@ -8,6 +8,9 @@ citation style.
   one goes.
 * Part pages show each chapter's verdict: the role ``{verdict}`slug``` writes the headline of
   ``_build/ledger/<slug>.json`` (the page is rebuilt when that ledger changes).
+* Listings of the companion package (``literalinclude``) read as the page does: an equation
+  label in a docstring (``eq. (bon-pmf)``, ``:math:numref:`bon-pmf```) becomes the number the
+  page prints, ``(2)``, and reST markup (````x````, ``:func:`x```) becomes plain text.
 * Citations: the text cites author-year ("Beirami et al. [2025]"), so the bibliography is
   labelled the same way ("[Beirami et al., 2025]") instead of with numbers.
 """
@@ -15,6 +18,7 @@ citation style.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -114,10 +118,43 @@ def verdict_role(name, rawtext, text, lineno, inliner, options=None, content=Non
     return [nodes.inline(rawtext, chapter_headline(json.loads(path.read_text())), classes=["verdict"])], []
 
 
+_LABEL = r"[a-z0-9]+(?:-[a-z0-9]+)+"
+_EQ_FORMS = re.compile(rf"\(({_LABEL})\)|``({_LABEL})``|:math:numref:`({_LABEL})`")
+_ROLE = re.compile(r":(?:func|meth|class|data|mod|attr|obj|math|eq):`~?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def readable_listing(text: str, numbers: dict[str, int]) -> str:
+    """``text`` of a package listing with the page's equation numbers for its labels (labels of
+    other pages are kept) and reST roles and literals as plain text."""
+    def number(match):
+        label = next(g for g in match.groups() if g)
+        return f"({numbers[label]})" if label in numbers else match.group(0)
+
+    text = _EQ_FORMS.sub(number, text)
+    text = _ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if m.group(0).count("~") else m.group(1), text)
+    return _LITERAL.sub(r"\1", text)
+
+
+def _readable_listings(app, doctree, docname) -> None:
+    domain = app.env.get_domain("math")
+    numbers = {label: number for label, (doc, number) in domain.equations.items() if doc == docname}
+    package = str(Path(app.srcdir) / "companion")
+    for node in doctree.findall(nodes.literal_block):
+        if not str(node.get("source", "")).startswith(package):
+            continue
+        text = node.astext()
+        new = readable_listing(text, numbers)
+        if new != text:
+            node.children = [nodes.Text(new)]
+            node.rawsource = new
+
+
 def setup(app):
     app.add_role("verdict", verdict_role)
     register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
     app.connect("config-inited", _read_bibliography)
     app.connect("config-inited", _drop_header_search)
+    app.connect("doctree-resolved", _readable_listings)
     app.connect("html-page-context", _dedupe_scripts, priority=100)  # first: a later handler may end the event
     return {"parallel_read_safe": True, "parallel_write_safe": True}
