@@ -2,14 +2,13 @@
 
 "Has a test" means: its name is called inside a ``pytest.raises(ValueError, ...)`` block, or
 appears in a table of bad inputs (a module-level list whose name contains ``BAD``, or the
-``parametrize`` cases of a test that expects a ``ValueError``), in one of the test modules. Public means: in a module's ``__all__`` (or, in a module without one, a function or
-class it defines under a name without a leading underscore), for the package and each of its
-modules except private ones and the training entry point.
+``parametrize`` cases of a test that expects a ``ValueError``), in one of the test modules.
+Public means: in a module's ``__all__`` (or, in a module without one, a function or class it
+defines under a name without a leading underscore), for the package and each of its modules
+except private ones and the training entry point.
 
 ``EXEMPT`` names, with a reason, the few that take no input a caller could get wrong (result
-types). ``PENDING`` lists, per package, the public names that have no such test yet: the list may only
-shrink. A new public function without a bad-input test fails here, and so does a listed name that
-has one now (delete it from the list).
+types, argument-free loaders, a predicate). A new public function without a bad-input test fails.
 """
 
 from __future__ import annotations
@@ -27,16 +26,6 @@ TESTS = Path(__file__).resolve().parent
 PACKAGES = ["best_of_n", "facttest", "icl_latents", "svg", "catekv", "hyperimts", "orte", "flair", "pieclam", "core",
             "species_range", "toping", "dsda", "metta_class", "ocl", "lada", "gmail", "ngs", "wormi", "kernels"]
 
-PENDING = {  # one package per entry; delete a name when its bad-input test lands
-    "hyperimts": ["HyperedgeAttention", "Hypergraph", "MTANLite", "NodeAttention", "PeakMemory",
-        "build_pbc_models", "data_seed", "evaluate_all", "history_mean", "init_time_embedding", "last_value",
-        "load_or_train_pbcseq", "make_splits", "model_key", "pairs_within", "pbc_seeds", "step_cost",
-        "train_pbcseq", "trained"],
-    "wormi": ["CompoundAttention", "Episodes", "check_actions", "check_states", "implanted_logits",
-        "library_features", "reached", "retrieval_precision", "train_composition", "train_reasoning",
-        "world_features"],
-}
-
 
 # Public names that take no input a caller could get wrong, each with the reason.
 EXEMPT = {
@@ -51,6 +40,8 @@ EXEMPT = {
                 "needs_grad": "a predicate: any argument gives True or False"},
     "flair": {"Method": "the base protocol of the stream methods", "EngineEstimate": "takes no argument",
               "flights_path": "takes no argument", "load_flights": "takes no argument"},
+    "hyperimts": {"Hypergraph": "a dataclass build_hypergraph returns (its inputs are checked)",
+                  "PeakMemory": "takes no argument (a context manager that measures)"},
     "lada": {"StreamResult": "a dataclass run_stream returns", "Task": "a dataclass build_stream fills",
              "class_names": "takes no argument", "handwritten_digits": "takes no argument"},
     "species_range": {"SyntheticGlobe": "a dataclass make_globe fills (its inputs are checked)"},
@@ -122,18 +113,12 @@ def _tested() -> frozenset[str]:
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_every_public_function_has_a_bad_input_test(package):
-    missing = exports(package) - _tested() - set(EXEMPT.get(package, {}))
-    pending = set(PENDING.get(package, ()))
-    new = sorted(missing - pending)
-    assert not new, (f"companion.{package}: public names without a bad-input test (a ValueError naming the "
-                     f"argument): {new}")
-    done = sorted(pending - missing)
-    assert not done, f"companion.{package}: {done} have a bad-input test now: delete them from PENDING"
+    missing = sorted(exports(package) - _tested() - set(EXEMPT.get(package, {})))
+    assert not missing, (f"companion.{package}: public names without a bad-input test (a ValueError naming the "
+                         f"argument): {missing}")
 
 
-def test_the_pending_and_exempt_lists_name_real_exports():
+def test_the_exempt_list_names_real_exports_with_reasons():
     for package, reasons in EXEMPT.items():
-        assert set(reasons) <= exports(package) and all(reasons.values()), package
-    for package, names in PENDING.items():
         assert package in PACKAGES
-        assert set(names) <= exports(package), f"{package}: {sorted(set(names) - exports(package))} are not public"
+        assert set(reasons) <= exports(package) and all(reasons.values()), package

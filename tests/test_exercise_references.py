@@ -13,20 +13,9 @@ import companion.exercises as exercises
 from companion.exercises.grade import ExerciseFailed, _resolve, graded
 
 MODULES = sorted(m.name for m in pkgutil.iter_modules(exercises.__path__) if m.name != "grade")
-# Checker modules that do not yet declare their references (one per line; the list only shrinks).
-# Until they do, the strict grader refuses only an answer that *is* a package function.
-PENDING = {
-    "hyperimts",
-    "wormi",
-}
-
-
 @pytest.mark.parametrize("name", MODULES)
 def test_every_checker_names_the_package_functions_that_answer_it(name):
     module = importlib.import_module(f"companion.exercises.{name}")
-    if name in PENDING:
-        assert not hasattr(module, "REFERENCES"), f"{name} declares REFERENCES now: remove it from PENDING"
-        return
     checkers = {n for n in module.__all__ if n.startswith("check_")}
     assert set(module.REFERENCES) == checkers, f"{name}: REFERENCES must have one entry per checker"
     for qualnames in module.REFERENCES.values():
@@ -85,7 +74,7 @@ def _chapter_of(name: str):
     return (book.ROOT / f"{doc}.md").read_text()
 
 
-@pytest.mark.parametrize("name", [m for m in MODULES if m not in PENDING])
+@pytest.mark.parametrize("name", MODULES)
 def test_no_chapter_prints_the_code_that_answers_its_exercises(name):
     module = importlib.import_module(f"companion.exercises.{name}")
     shown = set(re.findall(r"^:pyobject:\s*(\S+)", _chapter_of(name), re.M))

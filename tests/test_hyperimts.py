@@ -665,3 +665,35 @@ def test_the_irregularity_aware_scores_follow_the_authors_rule():
     assert torch.allclose(c[0], share)
     expect = torch.where(static > 0.5, (1 - share) * static + share * fine, static)
     assert torch.allclose(s[0], expect, atol=1e-6) and torch.equal(blend[0], static > 0.5)
+
+
+from companion.hyperimts import baselines as _hb, clinical as _hcl, cost as _hc, model as _hm, train as _ht
+
+HYPERIMTS_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refused naming its argument
+    (lambda: _hm.HyperedgeAttention(30, 8, 4), "d_model"),
+    (lambda: _hm.HyperedgeAttention(0, 8, 4), "d_model"),
+    (lambda: _hm.NodeAttention(32, 0, 4), "d_key"),
+    (lambda: _hb.MTANLite(0), "n_vars"),
+    (lambda: _hcl.build_pbc_models("recipe"), "recipe"),
+    (lambda: _ht.data_seed("recipe"), "recipe"),
+    (lambda: _ht.evaluate_all("models", {}, {}, [0], {}), "models"),
+    (lambda: _hb.history_mean("batch"), "batch"),
+    (lambda: _hm.init_time_embedding("linear"), "linear"),
+    (lambda: _hb.last_value("batch"), "batch"),
+    (lambda: _hcl.load_or_train_pbcseq("huge", 0), "scale"),
+    (lambda: _ht.make_splits("recipe"), "recipe"),
+    (lambda: _ht.model_key("hyperimts", 1.5), "seed"),
+    (lambda: _hm.pairs_within(torch.tensor([0, 3]), 2), "group"),
+    (lambda: _hcl.pbc_seeds("recipe"), "recipe"),
+    (lambda: _hc.step_cost("model", None), "model"),
+    (lambda: _hc.step_cost(torch.nn.Linear(2, 2), None, repeats=0), "repeats"),
+    (lambda: _hcl.train_pbcseq("recipe"), "recipe"),
+    (lambda: _ht.trained(torch.nn.ModuleDict(), "hyperimts", 0), "name"),
+    (lambda: _ht.model_key("", 0), "name"),
+]
+
+
+@pytest.mark.parametrize("call, name", HYPERIMTS_MORE_BAD_INPUTS)
+def test_hyperimts_public_functions_refuse_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

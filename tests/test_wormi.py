@@ -418,3 +418,29 @@ def test_agents_refuse_bad_choices(tiny):
         agents.prototypes(oracle=True, official=True)
     frame, _ = agent.evaluate(agents.single(0), Domain({"lock"}), n=4, seed=0)
     assert len(frame) == 4
+
+
+from companion.wormi import agent as _wa, minihome as _wh, models as _wm
+
+_NAN = float("nan")
+WORMI_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refused naming its argument
+    (lambda: _wm.CompoundAttention(d=0), "d"),
+    (lambda: _wm.CompoundAttention(d=64, heads=5), "heads"),
+    (lambda: _wa.Episodes("domain", [], *(np.zeros(1),) * 6), "domain"),
+    (lambda: _wh.check_actions(np.array([99]), 1), "a"),
+    (lambda: _wh.check_states(np.full((1, 3), _NAN)), "s"),
+    (lambda: _wa.implanted_logits("pi_r", None, None, None, None, None, None, None), "pi_r"),
+    (lambda: _wa.library_features(["wm"], torch.zeros(1, 3), torch.zeros(1, 3)), "library"),
+    (lambda: _wh.reached(np.zeros((2, _wh.F), bool), np.zeros((3, _wh.F), bool)), "g"),
+    (lambda: _wa.retrieval_precision("policy", None, []), "policy"),
+    (lambda: _wa.train_composition("pi_r", [], {}), "pi_r"),
+    (lambda: _wa.train_reasoning("data"), "data"),
+    (lambda: _wa.train_reasoning({"g": np.zeros(1)}, epochs=0), "epochs"),
+    (lambda: _wm.world_features("out"), "out"),
+]
+
+
+@pytest.mark.parametrize("call, name", WORMI_MORE_BAD_INPUTS)
+def test_wormi_public_functions_refuse_bad_input_naming_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call()

@@ -23,6 +23,11 @@ from companion.hyperimts.model import incidence_matrices, segment_softmax
 
 __all__ = ["check_incidence", "check_padding_cost", "check_segment_softmax"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade).
+REFERENCES = {"check_incidence": ("companion.hyperimts.model.incidence_matrices",),
+              "check_padding_cost": ("companion.data.imts.padding_stats",),
+              "check_segment_softmax": ("companion.hyperimts.model.segment_softmax",)}
+
 
 def _array(x) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=float)

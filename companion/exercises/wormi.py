@@ -22,6 +22,13 @@ from companion.wormi.retrieval import PrototypeIndex, abstract_transition
 
 __all__ = ["check_abstract_transition", "check_retrieval_scores", "check_world_weights"]
 
+# The package functions that answer an exercise (a graded answer may not call them, see .grade);
+# the world weights are computed inside CompoundAttention.forward, which takes no logits.
+REFERENCES = {"check_abstract_transition": ("companion.wormi.retrieval.abstract_transition",),
+              "check_retrieval_scores": ("companion.wormi.retrieval.PrototypeIndex.score",
+                                         "companion.wormi.retrieval.PrototypeIndex.distances"),
+              "check_world_weights": ()}
+
 
 def _transitions(n: int, seed: int):
     rng = np.random.default_rng(seed)

@@ -31,6 +31,8 @@ def _history_key(batch: IMTSBatch) -> tuple[torch.Tensor, torch.Tensor]:
 
 def last_value(batch: IMTSBatch) -> torch.Tensor:
     """The variable's last history value in the sample (0, the training mean, if it has none)."""
+    if not isinstance(batch, IMTSBatch):
+        raise ValueError(f"batch: expected an IMTSBatch, got {type(batch).__name__}")
     key, hist = _history_key(batch)
     K = batch.n_samples * batch.n_vars
     rank = torch.arange(batch.n_nodes, device=batch.device)  # rows are sorted by time within a sample
@@ -42,6 +44,8 @@ def last_value(batch: IMTSBatch) -> torch.Tensor:
 
 def history_mean(batch: IMTSBatch) -> torch.Tensor:
     """The mean of the variable's history values in the sample (0 if it has none)."""
+    if not isinstance(batch, IMTSBatch):
+        raise ValueError(f"batch: expected an IMTSBatch, got {type(batch).__name__}")
     key, hist = _history_key(batch)
     K = batch.n_samples * batch.n_vars
     zeros = batch.value.new_zeros(K)
@@ -110,6 +114,9 @@ class MTANLite(nn.Module):
 
     def __init__(self, n_vars: int, d_model: int = 32, n_ref: int = 16, d_time: int = 16):
         super().__init__()
+        for name, value in (("n_vars", n_vars), ("d_model", d_model), ("n_ref", n_ref), ("d_time", d_time)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
         self.register_buffer("ref", torch.linspace(0, 1, n_ref))
         self.linear_t, self.periodic_t = nn.Linear(1, 1), nn.Linear(1, d_time - 1)
         self.enc_q, self.enc_k = nn.Linear(d_time, d_time), nn.Linear(d_time, d_time)

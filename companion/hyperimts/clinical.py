@@ -131,11 +131,17 @@ def pbcseq_splits(recipe: dict | None = None, frame: pd.DataFrame | None = None
 
 def pbc_seeds(recipe: dict) -> list[int]:
     """The training seeds of every pbcseq model: ``first_seed + seed + k``."""
+    from .train import check_recipe
+
+    check_recipe(recipe, ("first_seed", "seed", "seeds"))
     return [recipe["first_seed"] + recipe["seed"] + k for k in range(recipe["seeds"])]
 
 
 def build_pbc_models(recipe: dict) -> torch.nn.ModuleDict:
     """Every model of :data:`PBC_MODELS` for every seed, each initialised from its seed."""
+    from .train import check_recipe
+
+    check_recipe(recipe, ("first_seed", "seed", "seeds"))
     from .train import model_key
 
     models = torch.nn.ModuleDict()
@@ -148,6 +154,9 @@ def build_pbc_models(recipe: dict) -> torch.nn.ModuleDict:
 
 def train_pbcseq(recipe: dict, device=None, progress=None, frame=None) -> tuple[torch.nn.ModuleDict, dict]:
     """Train every pbcseq model with :func:`~companion.hyperimts.train.fit`; ``(models, histories)``."""
+    from .train import check_recipe
+
+    check_recipe(recipe, ("first_seed", "seed", "seeds"))
     from .train import fit, model_key
 
     train, val, _ = pbcseq_splits(recipe, frame)

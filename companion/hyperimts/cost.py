@@ -62,6 +62,11 @@ def step_cost(model: torch.nn.Module, batch, *, warmup: int = 3, repeats: int = 
     docstring); ``parameter_bytes`` for reference. The batch is moved to the model's device and
     its padded view built before anything is measured, for every model alike.
     """
+    if not isinstance(model, torch.nn.Module) or not any(True for _ in model.parameters()):
+        raise ValueError(f"model: expected a torch.nn.Module with parameters, got {type(model).__name__}")
+    for name, value, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
     device = next(model.parameters()).device
     batch = batch.to(device)
     batch.padded  # noqa: B018 -- build the cached padded view outside the measured region

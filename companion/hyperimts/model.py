@@ -131,6 +131,10 @@ def pairs_within(group: torch.Tensor, n_groups: int, rows: torch.Tensor | None =
 
     Built with ``repeat_interleave`` and an argsort, without a Python loop; ``(2, n_pairs)``.
     """
+    n_groups = as_positive_int(n_groups, "n_groups")
+    if not isinstance(group, torch.Tensor) or group.ndim != 1 or group.dtype.is_floating_point or \
+            (group.numel() and (int(group.min()) < 0 or int(group.max()) >= n_groups)):
+        raise ValueError(f"group: expected a 1-D integer tensor of group ids in 0..{n_groups - 1}")
     dev = group.device
     rows = torch.arange(group.numel(), device=dev) if rows is None else rows
     sizes = torch.bincount(group, minlength=n_groups)
@@ -187,6 +191,9 @@ def init_time_embedding(linear: nn.Linear) -> None:
     """Start ``sin(w tau + b)`` (eq. hyperimts-init) as sine/cosine pairs from 1 to 30 cycles per
     unit time, so that nearby timestamps differ and a shift in time is a rotation of each pair
     (the weights are learned afterwards)."""
+    if not isinstance(linear, nn.Linear) or linear.out_features % 2:
+        raise ValueError(f"linear: expected an nn.Linear with an even number of outputs (sine/cosine pairs), got "
+                         f"{linear!r}")
     d = linear.out_features
     with torch.no_grad():
         freq = 2 * math.pi * torch.logspace(0, 1.5, d // 2).repeat_interleave(2)
@@ -206,6 +213,10 @@ class _AttentionBlock(nn.Module):
 
     def __init__(self, d_model: int, d_key: int, n_heads: int):
         super().__init__()
+        d_model, d_key, n_heads = (as_positive_int(x, name) for x, name in
+                                   ((d_model, "d_model"), (d_key, "d_key"), (n_heads, "n_heads")))
+        if d_model % n_heads:
+            raise ValueError(f"d_model: expected a multiple of n_heads = {n_heads}, got {d_model}")
         self.h, self.d = n_heads, d_model
         self.q, self.k, self.v = nn.Linear(d_model, d_model), nn.Linear(d_key, d_model), nn.Linear(d_key, d_model)
         self.out = nn.Linear(d_model, d_model)

@@ -206,11 +206,22 @@ def fit(model: torch.nn.Module, train: IMTSBatch, val: list[IMTSBatch], *, epoch
     return history
 
 
+def check_recipe(recipe, keys=("first_seed", "seed")) -> dict:
+    """``recipe`` if it is a dict holding an integer for each of ``keys``, else a ValueError."""
+    if not isinstance(recipe, dict):
+        raise ValueError(f"recipe: expected a recipe dict (RECIPES[scale]), got {type(recipe).__name__}")
+    bad = [k for k in keys if isinstance(recipe.get(k), bool) or not isinstance(recipe.get(k), int)]
+    if bad:
+        raise ValueError(f"recipe: expected integer entries {bad}, got {[recipe.get(k) for k in bad]}")
+    return recipe
+
+
 def make_splits(recipe: dict, lead_lag: bool = True) -> tuple[IMTSBatch, IMTSBatch, IMTSBatch]:
     """The train, validation and test splits of the chapter, standardised with training statistics.
 
     The lead-lag set uses the seed ``first_seed + seed``, the independent control set the next one.
     """
+    check_recipe(recipe, ("first_seed", "seed", "n_train", "n_val", "n_test", "n_vars"))
     n_tr, n_va, n_te = recipe["n_train"], recipe["n_val"], recipe["n_test"]
     data = make_imts(n_tr + n_va + n_te, recipe["n_vars"], lead_lag=lead_lag,
                      seed=data_seed(recipe, lead_lag))
@@ -222,11 +233,16 @@ def make_splits(recipe: dict, lead_lag: bool = True) -> tuple[IMTSBatch, IMTSBat
 
 def data_seed(recipe: dict, lead_lag: bool = True) -> int:
     """The generator seed of the lead-lag data (``first_seed + seed``) or of the control data (+ 1)."""
+    check_recipe(recipe)
     return recipe["first_seed"] + recipe["seed"] + (0 if lead_lag else 1)
 
 
 def model_key(name: str, seed: int) -> str:
     """A ModuleDict key for (model name, seed): letters, digits and underscores."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name: expected a model name, got {name!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed: expected an integer, got {seed!r}")
     return "".join(c if c.isalnum() else "_" for c in name) + f"__seed{seed}"
 
 
@@ -312,7 +328,10 @@ def train_all(recipe: dict, device=None, progress=None, workers: int = 1,
 
 def trained(models: torch.nn.ModuleDict, name: str, seed: int) -> torch.nn.Module:
     """The trained model ``name`` of seed ``seed`` from :func:`load_or_train`'s result."""
-    return models[model_key(name, seed)]
+    key = model_key(name, seed)
+    if not isinstance(models, torch.nn.ModuleDict) or key not in models:
+        raise ValueError(f"name: no trained model {name!r} of seed {seed} among the models given")
+    return models[key]
 
 
 def load_or_train(scale: str, seed: int, device=None, progress=None) -> tuple[torch.nn.ModuleDict, dict]:
@@ -337,6 +356,8 @@ def evaluate_all(models: torch.nn.ModuleDict, record: dict, splits: dict, seeds,
     """One row per (model, seed) of :data:`MODELS`: test MSE and MAE, the MSE on each group of
     variables of ``groups`` (name -> variable ids), and the validation MSE beside the best one
     recorded in training. ``splits`` maps each data set's name to its (validation, test) splits."""
+    if not isinstance(models, torch.nn.ModuleDict):
+        raise ValueError(f"models: expected the ModuleDict of load_or_train, got {type(models).__name__}")
     rows = []
     for name, (data_name, _) in MODELS.items():
         val, test = splits[data_name]

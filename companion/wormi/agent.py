@@ -40,6 +40,10 @@ class Episodes:
     random_pick: np.ndarray | None = None  # (B, K): the worlds of random retrieval
     t: int = 0
 
+    def __post_init__(self):
+        if not isinstance(self.domain, Domain):
+            raise ValueError(f"domain: expected a minihome Domain, got {type(self.domain).__name__}")
+
     @classmethod
     def start(cls, domain: Domain, n: int, seed: int) -> "Episodes":
         """``n`` episodes with tasks in turn and random start states (same ``seed``, same episodes)."""
@@ -84,8 +88,15 @@ def run(ep: Episodes, choose: Callable[[Episodes], np.ndarray], index: Prototype
 # --- the policies ----------------------------------------------------------------------------------
 
 
+def _check_data(data) -> None:
+    if not isinstance(data, dict) or not data:
+        raise ValueError(f"data: expected demonstrations, a dict of arrays from expert_data, got {type(data).__name__}")
+
+
 def library_features(library: list[WorldModel], s: torch.Tensor, g: torch.Tensor) -> list[torch.Tensor]:
     """Each world's four token features, stacked over the library: four tensors ``(B, N, .)``."""
+    if not isinstance(library, (list, tuple)) or not all(isinstance(m, WorldModel) for m in library):
+        raise ValueError("library: expected a list of WorldModel")
     outs = [world_features(m(s, g)) for m in library]
     return [torch.stack([o[i] for o in outs], 1) for i in range(4)]
 
@@ -97,6 +108,8 @@ def implanted_logits(pi_r: ReasoningPolicy, compose: CompoundAttention | Implant
 
     A :class:`CompoundAttention` is implanted after block ``layer``; an :class:`Implant` after each
     of its blocks."""
+    if not isinstance(pi_r, ReasoningPolicy):
+        raise ValueError(f"pi_r: expected a ReasoningPolicy, got {type(pi_r).__name__}")
     kept = {}
     if isinstance(compose, Implant):
         at = {b: compose.module(b) for b in compose.layers}
@@ -298,6 +311,10 @@ def _torch(data: dict[str, np.ndarray], keys, device) -> dict[str, torch.Tensor]
 def train_reasoning(data: dict[str, np.ndarray], epochs: int = 30, batch: int = 128, seed: int = 0,
                     device="cpu") -> ReasoningPolicy:
     """Behaviour cloning of ``pi_R`` on the base domain; returned frozen (eval mode, no grad)."""
+    _check_data(data)
+    for name, value in (("epochs", epochs), ("batch", batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
     torch.manual_seed(seed)
     pi_r = ReasoningPolicy().to(device)
     t = _torch(data, ("g", "s", "prev_a", "prev_eff", "expert"), device)
@@ -340,6 +357,11 @@ def train_composition(pi_r: ReasoningPolicy, library: list[WorldModel], data: di
     """Behaviour cloning of ``C_theta`` with ``pi_R`` and the world models frozen; each sample
     implants the worlds its own trajectory retrieved (or, with ``average``, the library's mean),
     after each block in ``layers``."""
+    if not isinstance(pi_r, ReasoningPolicy):
+        raise ValueError(f"pi_r: expected a ReasoningPolicy, got {type(pi_r).__name__}")
+    if not isinstance(library, (list, tuple)) or not library or not all(isinstance(m, WorldModel) for m in library):
+        raise ValueError("library: expected a non-empty list of WorldModel")
+    _check_data(data)
     torch.manual_seed(seed)
     compose = Implant(pi_r.d, library[0].width, layers=layers).to(device)
     t = _torch(data, ("g", "s", "prev_a", "prev_eff", "expert", "chosen", "present"), device)
@@ -399,6 +421,10 @@ def retrieval_precision(policy: ImplantedPolicy, ep: Episodes, carries: list[fro
     Averaged over every (episode, modifier) pair whose modifier was revealed before the episode
     ended; ``carries[j]`` is the set of modifiers of world ``j``'s training domain.
     """
+    if not isinstance(policy, ImplantedPolicy):
+        raise ValueError(f"policy: expected an ImplantedPolicy, got {type(policy).__name__}")
+    if not isinstance(ep, Episodes):
+        raise ValueError(f"ep: expected the Episodes the policy ran, got {type(ep).__name__}")
     hits = []
     for b in range(len(ep.s)):
         for m in ep.domain.modifiers:

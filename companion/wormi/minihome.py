@@ -204,6 +204,9 @@ def goal_vectors(tasks) -> np.ndarray:
 
 def reached(s: np.ndarray, g: np.ndarray) -> np.ndarray:
     """``(B,)`` bool: every goal fact holds (a strict conjunction)."""
+    s, g = check_states(s), np.asarray(g)
+    if g.shape != s.shape or g.dtype != bool:
+        raise ValueError(f"g: expected bool goals of the states' shape {s.shape}, got {g.dtype} {g.shape}")
     return (s | ~g).all(-1)
 
 

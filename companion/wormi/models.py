@@ -100,6 +100,8 @@ class WorldModel(nn.Module):
 
 def world_features(out: dict[str, torch.Tensor]) -> list[torch.Tensor]:
     """The four features of a world that become its tokens: ``h1, h2, sigma(aff), softmax(bc)``."""
+    if not isinstance(out, dict) or not {"h1", "h2", "aff", "bc"} <= set(out):
+        raise ValueError("out: expected a world model's output, a dict with h1, h2, aff and bc")
     return [out["h1"], out["h2"], torch.sigmoid(out["aff"]), torch.softmax(out["bc"], -1)]
 
 
@@ -115,6 +117,11 @@ class CompoundAttention(nn.Module):
 
     def __init__(self, d: int = 64, width: int = 64, heads: int = 4):
         super().__init__()
+        for name, value in (("d", d), ("width", width), ("heads", heads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        if d % heads:
+            raise ValueError(f"heads: expected a divisor of d = {d}, got {heads}")
         self.d, self.heads = d, heads
         self.proj = nn.ModuleList([nn.Linear(width, d), nn.Linear(width, d), nn.Linear(A, d), nn.Linear(A, d)])
         self.kind = nn.Parameter(0.02 * torch.randn(TOKENS, d))
