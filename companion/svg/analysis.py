@@ -53,7 +53,7 @@ class HeadRecorder:
             raise ValueError("candidates: expected a non-empty sequence of bool mask tensors")
         for r in rows_grid:
             as_positive_int(r, "rows_grid")
-        as_positive_int(draws, "draws"), as_positive_int(dense_steps, "dense_steps", minimum=0)
+        as_positive_int(draws, "draws", minimum=0), as_positive_int(dense_steps, "dense_steps", minimum=0)
         self.layout, self.candidates = layout, list(candidates)
         self.row_range = (layout.c, layout.n) if video_rows_only else None
         self.rows_grid, self.draws, self.seed = tuple(rows_grid), int(draws), int(seed)
