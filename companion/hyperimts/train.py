@@ -433,10 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                     for name in MODELS},
         histories=histories,
     )
-    save_checkpoint(models.cpu(), args.out / f"{args.scale}.pt", meta)
-    print(json.dumps({"training_seconds": meta["training_seconds"],
-                      "best_val": {k: round(h["best_val"], 4) for k, h in histories.items()}}))
-    return 0
+    return _save(models, args.out / f"{args.scale}.pt", meta, histories)
 
 
 def _main_pbcseq(args, argv, device) -> int:
@@ -454,7 +451,13 @@ def _main_pbcseq(args, argv, device) -> int:
                     for name in PBC_MODELS},
         histories=histories,
     )
-    save_checkpoint(models.cpu(), args.out / f"{args.scale}-pbcseq.pt", meta)
+    return _save(models, args.out / f"{args.scale}-pbcseq.pt", meta, histories)
+
+
+def _save(models, path, meta, histories) -> int:
+    """Write the checkpoint and its record; print the training time and each model's best
+    validation error."""
+    save_checkpoint(models.cpu(), path, meta)
     print(json.dumps({"training_seconds": meta["training_seconds"],
                       "best_val": {k: round(h["best_val"], 4) for k, h in histories.items()}}))
     return 0
