@@ -291,6 +291,7 @@ from companion.gmail import data as _gmd, experiment as _gme, models as _gmm, tr
 _NAN = float("nan")
 GMAIL_MORE_BAD_INPUTS = [  # the rest of the package's public functions
     (lambda: _gme.Budget(lr=_NAN), "lr"),
+    (lambda: _gme.Budget(align_lr=-1e-4), "align_lr"),
     (lambda: _gme.Budget(batch=0), "batch"),
     (lambda: _gmm.CaptionHead(dim=0), "dim"),
     (lambda: _gmm.DualEncoder(gm.ImageEncoder(), rank=0), "rank"),

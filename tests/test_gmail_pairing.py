@@ -139,3 +139,56 @@ def test_images_on_the_0_16_scale_and_bad_labels_are_refused(ex, bank):
         gm.thickness(G.x, G.y - 20, ex.splits.thresholds)
     with pytest.raises(ValueError, match="thresholds"):
         gm.thickness(G.x, G.y, ex.splits.thresholds[:5])
+
+
+def test_registered_alignment_runs_at_the_papers_rate_and_others_keep_theirs():
+    b = gm.Budget()
+    assert b.align_lr == 1e-4 and b.lr == 1e-3  # App. A for the alignment; ours elsewhere
+
+
+def test_domain_probe_real_side_holds_distinct_test_images_caption_for_caption(ex):
+    T = ex.splits.T
+    rows = {tuple(r) for r in ex.held_real.tolist()}
+    assert len(ex.held_real) == len(ex.cap_held)
+    # no image twice (the partners of the paired cosine are drawn with replacement)
+    index = {tuple(r): i for i, r in enumerate(T.x.tolist())}
+    picked = [index[tuple(r)] for r in ex.held_real.tolist()]
+    assert len(set(picked)) == len(picked) == len(rows)
+    assert torch.equal(T.cap[torch.tensor(picked)], ex.cap_held)
+
+
+def _eq1_reference(g, r, tau):
+    """Eq. 1 written out in float64 numpy, apart from the package: -mean_i log softmax_j(S)_ii."""
+    import numpy as np
+
+    g = g / np.linalg.norm(g, axis=1, keepdims=True)
+    r = r / np.linalg.norm(r, axis=1, keepdims=True)
+    S = g @ r.T / tau
+    S = S - S.max(1, keepdims=True)
+    return float(-(np.diag(S) - np.log(np.exp(S).sum(1))).mean())
+
+
+def test_eq1_is_blind_to_a_direction_outside_the_real_targets():
+    """By construction: a generated set moved along a direction orthogonal to every real target
+    keeps its loss at a rescaled temperature, and a linear probe then separates it perfectly."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    basis = np.linalg.qr(rng.normal(size=(64, 40)))[0]  # the real targets live in 40 dims
+    r = rng.normal(size=(30, 40)) @ basis.T
+    r /= np.linalg.norm(r, axis=1, keepdims=True)
+    g = r + 0.3 * rng.normal(size=(30, 40)) @ basis.T  # well-aligned pairs, same span
+    g /= np.linalg.norm(g, axis=1, keepdims=True)
+    u = rng.normal(size=64)
+    u -= basis @ (basis.T @ u)  # orthogonal to the span of the targets
+    u /= np.linalg.norm(u)
+    s = 0.8
+    g_off = np.sqrt(1 - s**2) * g + s * u  # still unit vectors
+    tau = 0.07
+    ref = _eq1_reference(g_off, r, tau)
+    assert ref == pytest.approx(_eq1_reference(g, r, tau / np.sqrt(1 - s**2)), abs=1e-9)
+    pkg = gm.gen_real_alignment_loss(torch.tensor(g_off), torch.tensor(r), tau=tau)
+    assert float(pkg) == pytest.approx(ref, abs=1e-9)  # the package's loss is Eq. 1
+    # the same pairs without the offset are not separable along u, with it perfectly
+    assert gm.domain_classifier_accuracy(torch.tensor(r), torch.tensor(g_off)) == 1.0
+    assert np.allclose(r @ u, 0) and np.allclose(g_off @ u, s)

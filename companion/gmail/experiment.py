@@ -30,7 +30,8 @@ class Budget:
     lora_steps: int = 150
     head_steps: int = 100
     batch: int = 64
-    lr: float = 1e-3
+    lr: float = 1e-3  # naive fine-tuning and the heads
+    align_lr: float = 1e-4  # GMAIL's alignment stage (the paper's App. A)
     rank: int = 4
     n_down: int = 3
 
@@ -39,6 +40,21 @@ class Budget:
                      "rank", "n_down"):
             as_int(getattr(self, name), name)
         as_positive(self.lr, "lr")
+        as_positive(self.align_lr, "align_lr")
+
+
+def _distinct(cap_want: torch.Tensor, cap_pool: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """For each caption of ``cap_want``, as many distinct indices of ``cap_pool`` with that caption
+    (drawn without replacement; a caption with too few real images reuses them only then)."""
+    out = torch.empty(len(cap_want), dtype=torch.long, device=cap_want.device)
+    for c in torch.unique(cap_want).tolist():
+        want = torch.nonzero(cap_want == c).reshape(-1)
+        have = torch.nonzero(cap_pool == c).reshape(-1)
+        if len(have) == 0:
+            raise ValueError(f"cap_pool: no real image has caption {c}")
+        order = have[torch.randperm(len(have), generator=gen).to(have.device)]
+        out[want] = order[torch.arange(len(want), device=have.device) % len(have)]
+    return out
 
 
 class Experiment:
@@ -69,6 +85,9 @@ class Experiment:
         self.x_held_clean = self.generator.sample_clean(self.cap_held, seed=10_000 + self.seed)
         gen = torch.Generator().manual_seed(self.seed)
         self.held_partner = self.splits.T.x[pair_partners(self.cap_held, self.splits.T.cap, gen)]
+        # the domain probe's real side: distinct real test images (no image twice, so that no copy
+        # of a test-fold image sits in a training fold), as many of each caption as held-out ones
+        self.held_real = self.splits.T.x[_distinct(self.cap_held, self.splits.T.cap, gen)]
         self.pool = Split(torch.cat([P.x, self.splits.D.x]), torch.cat([P.y, self.splits.D.y]),
                           torch.cat([P.cap, self.splits.D.cap]))
         self._duals: dict = {}
@@ -119,6 +138,7 @@ class Experiment:
                 pool = dict(x_pool=D.x, cap_pool=D.cap, partners=self.src_gen[:n])
             else:
                 pool = dict(x_pool=self.pool.x, cap_pool=self.pool.cap)
+            common["lr"] = b.align_lr
             enc = train_gmail(self.f_r, x_g, cap_g, **pool, text_bank=self.text_bank,
                               lam_txt=1.0 if method == "gmail+txt" else 0.0, **(common | gmail_kwargs))
         else:
@@ -185,16 +205,17 @@ class Experiment:
     def gap(self, gamma: float, encoder=None) -> dict:
         """The gap on held-out pairs: paired cosine, domain-classifier accuracy, caption retrieval
         among the real test captions' centroids, and concentration, with f_r on both sides
+        (the domain probe's real side is :attr:`held_real`, distinct real test images)
         (``_before``) and, if ``encoder`` is given, f_g on the generated side (``_after``); the
         ``_real`` entries compare two real test images of the same caption."""
         x_g, x_r = self.heldout(gamma)
         T = self.splits.T
         with torch.no_grad():
-            z_r, z_t = self.f_r(x_r), self.f_r(T.x)
+            z_r, z_t, z_dom = self.f_r(x_r), self.f_r(T.x), self.f_r(self.held_real)
 
             def measures(z_g, tag):
                 return {f"cos_{tag}": paired_cosine(z_g, z_r),
-                        f"domain_{tag}": domain_classifier_accuracy(z_r, z_g, seed=self.seed),
+                        f"domain_{tag}": domain_classifier_accuracy(z_dom, z_g, seed=self.seed),
                         f"retrieval_{tag}": caption_retrieval(z_g, self.cap_held, z_t, T.cap),
                         f"concentration_{tag}": concentration(z_g)}
 
