@@ -31,6 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .validation import (as_finite_tensor, as_index_tensor, as_nonnegative, as_positive,
+                         as_positive_int)
+
 __all__ = [
     "MLP", "train_classifier", "class_energy", "bn_prior", "model_energy_grad", "SamplerConfig",
     "langevin", "synthesize", "noise_sets", "SyntheticSet", "retain_kd_loss", "forget_loss",
@@ -44,26 +47,6 @@ GradFn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 # ----------------------------------------------------------------------------- input checks
-def _points(x, name: str, d: int | None = None) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor) or x.ndim != 2 or x.shape[0] == 0:
-        raise ValueError(f"{name}: expected a non-empty (N, d) tensor, got "
-                         f"{getattr(x, 'shape', type(x).__name__)}")
-    if d is not None and x.shape[1] != d:
-        raise ValueError(f"{name}: expected {d} features per row, got {x.shape[1]}")
-    if not torch.isfinite(x).all():
-        raise ValueError(f"{name}: contains NaN or infinite values")
-    return x.float()
-
-
-def _labels(y, name: str, n: int, n_classes: int) -> torch.Tensor:
-    y = torch.as_tensor(y)
-    if y.shape != (n,) or y.dtype.is_floating_point:
-        raise ValueError(f"{name}: expected {n} integer labels, got shape {tuple(y.shape)}, {y.dtype}")
-    if n and (y.min() < 0 or y.max() >= n_classes):
-        raise ValueError(f"{name}: labels must lie in 0..{n_classes - 1}")
-    return y.long()
-
-
 def _classes(classes, name: str, n_classes: int, *, proper: bool = False) -> list[int]:
     out = sorted({int(c) for c in classes})
     if not out:
@@ -75,27 +58,6 @@ def _classes(classes, name: str, n_classes: int, *, proper: bool = False) -> lis
     return out
 
 
-def _positive(x, name: str, *, allow_zero: bool = False) -> float:
-    x = float(x)
-    if not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
-        raise ValueError(f"{name}: expected a {'non-negative' if allow_zero else 'positive'} "
-                         f"number, got {x!r}")
-    return x
-
-
-def _rate(x, name: str, *, zero: bool = False) -> float:
-    """A finite learning rate or weight: > 0 (>= 0 with ``zero``)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 or (x == 0 and not zero):
-        raise ValueError(f"{name}: expected a finite number {'>=' if zero else '>'} 0, got {x!r}")
-    return float(x)
-
-
-def _count(n, name: str, low: int = 1) -> int:
-    if isinstance(n, bool) or int(n) != n or n < low:
-        raise ValueError(f"{name}: expected an integer >= {low}, got {n!r}")
-    return int(n)
-
-
 # ----------------------------------------------------------------------------- the classifier
 class MLP(nn.Module):
     """``f = head(features(x))``: ReLU layers (each with BatchNorm when ``batchnorm``) to the
@@ -104,15 +66,15 @@ class MLP(nn.Module):
     def __init__(self, d_in: int = 64, hidden: Sequence[int] = (128, 128), n_classes: int = 10,
                  batchnorm: bool = False):
         super().__init__()
-        layers, last = [], _count(d_in, "d_in")
+        layers, last = [], as_positive_int(d_in, "d_in")
         for width in hidden:
-            layers.append(nn.Linear(last, _count(width, "hidden")))
+            layers.append(nn.Linear(last, as_positive_int(width, "hidden")))
             if batchnorm:
                 layers.append(nn.BatchNorm1d(int(width)))
             layers.append(nn.ReLU())
             last = int(width)
         self.features = nn.Sequential(*layers)
-        self.head = nn.Linear(last, _count(n_classes, "n_classes", low=2))
+        self.head = nn.Linear(last, as_positive_int(n_classes, "n_classes", minimum=2))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
@@ -143,14 +105,15 @@ def train_classifier(X, y, *, n_classes: int = 10, hidden: Sequence[int] = (128,
                      seed: int = 0) -> MLP:
     """An :class:`MLP` trained from scratch on ``(X, y)`` (the original model theta_o): Adam from
     lr 0.01 with a multi-step schedule, as the paper trains its original and retrained models."""
-    X = _points(X, "X")
-    y = _labels(y, "y", len(X), n_classes)
+    X = as_finite_tensor(X, "X", ndim=2).float()
+    y = as_index_tensor(y, "y", n=len(X), high=n_classes)
     if any(not 0 < float(m) < 1 for m in milestones):
         raise ValueError(f"milestones: expected fractions of the steps in (0, 1), got {milestones!r}")
     torch.manual_seed(seed)
     model = MLP(X.shape[1], hidden, n_classes, batchnorm=batchnorm).to(X.device)
-    return _fit(model, X, y, steps=_count(steps, "steps"), batch=_count(batch, "batch"),
-                lr=_positive(lr, "lr"), seed=seed, milestones=milestones)
+    return _fit(model, X, y, steps=as_positive_int(steps, "steps"),
+                batch=as_positive_int(batch, "batch"), lr=as_positive(lr, "lr"), seed=seed,
+                milestones=milestones)
 
 
 def _frozen(model: nn.Module) -> nn.Module:
@@ -169,8 +132,8 @@ def class_energy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, prior: f
                          f"{getattr(x, 'shape', type(x).__name__)}")
     if not torch.isfinite(x).all():
         raise ValueError("x: contains NaN or infinite values")
-    y = _labels(y, "y", len(x), model.head.out_features).to(x.device)
-    prior = _positive(prior, "prior", allow_zero=True)
+    y = as_index_tensor(y, "y", n=len(x), high=model.head.out_features).to(x.device)
+    prior = as_nonnegative(prior, "prior")
     logits = model(x)
     energy = -torch.logsumexp(logits, 1) - F.log_softmax(logits, 1).gather(1, y[:, None])[:, 0]
     return energy + 0.5 * prior * ((x - center) ** 2).sum(1) if prior else energy
@@ -223,8 +186,8 @@ def model_energy_grad(model: nn.Module, y: torch.Tensor, *, prior: float = 0.0,
     mean is U) and the gradient of N U with respect to every x_i, which is -grad f(x_i)_y_i plus
     the BatchNorm prior's pull."""
     teacher = _frozen(model)
-    prior = _positive(prior, "prior", allow_zero=True)
-    gamma = _positive(bn_weight, "bn_weight", allow_zero=True)
+    prior = as_nonnegative(prior, "prior")
+    gamma = as_nonnegative(bn_weight, "bn_weight")
     y = torch.as_tensor(y)
 
     def grad_fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -234,8 +197,8 @@ def model_energy_grad(model: nn.Module, y: torch.Tensor, *, prior: float = 0.0,
                 energy = class_energy(teacher, x, y, prior=prior, center=center)
                 (grad,) = torch.autograd.grad(energy.sum(), x)
             return energy.detach(), grad
-        x = _points(x, "x")
-        labels = _labels(y, "y", len(x), teacher.head.out_features).to(x.device)
+        x = as_finite_tensor(x, "x", ndim=2).float()
+        labels = as_index_tensor(y, "y", n=len(x), high=teacher.head.out_features).to(x.device)
         with torch.enable_grad():
             x = x.detach().requires_grad_(True)
             logits, reg = _forward_with_prior(teacher, x)  # one forward: E and R together
@@ -261,8 +224,8 @@ class SamplerConfig:
     high: float = 1.0
 
     def __post_init__(self):
-        _positive(self.step, "step")
-        _positive(self.noise, "noise", allow_zero=True)
+        as_positive(self.step, "step")
+        as_nonnegative(self.noise, "noise")
         if not 0 <= self.momentum < 1:
             raise ValueError(f"momentum: expected a number in [0, 1), got {self.momentum!r}")
         if self.rk_order not in (1, 2, 4):
@@ -296,9 +259,9 @@ def langevin(grad_fn: GradFn, x0: torch.Tensor, cfg: SamplerConfig, *, nfe_budge
     the current points every ``record_every`` NFE (read from the first stage of a step, so the
     trace costs nothing) and once more at the end (a monitoring call, not counted).
     """
-    x = _points(x0, "x0").clone()
-    nfe_budget = _count(nfe_budget, "nfe_budget")
-    record_every = _count(record_every, "record_every")
+    x = as_finite_tensor(x0, "x0", ndim=2).float().clone()
+    nfe_budget = as_positive_int(nfe_budget, "nfe_budget")
+    record_every = as_positive_int(record_every, "record_every")
     if nfe_budget < cfg.rk_order:
         raise ValueError(f"nfe_budget: {nfe_budget} NFE cannot pay for one RK{cfg.rk_order} step "
                          f"({cfg.rk_order} NFE)")
@@ -353,7 +316,7 @@ def synthesize(model: nn.Module, classes: Sequence[int], n_per_class: int, cfg: 
     most confident). Returns the set and ``{"hit_rate": ..., "trace": ...}``."""
     n_classes = model.head.out_features
     classes = _classes(classes, "classes", n_classes)
-    n = _count(n_per_class, "n_per_class")
+    n = as_positive_int(n_per_class, "n_per_class")
     if not 0 <= conf_threshold < 1:
         raise ValueError(f"conf_threshold: expected a number in [0, 1), got {conf_threshold!r}")
     device = next(model.parameters()).device
@@ -380,7 +343,7 @@ def noise_sets(model: nn.Module, classes: Sequence[int], n_per_class: int, *, se
     """The "no synthesis" ablation: uniform noise in [0, 1]^d, ``n_per_class`` per class label,
     with the teacher's logits (zero Langevin steps, no filter)."""
     classes = _classes(classes, "classes", model.head.out_features)
-    n = _count(n_per_class, "n_per_class")
+    n = as_positive_int(n_per_class, "n_per_class")
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
     x = torch.rand(n * len(classes), model_in(model), generator=gen).to(device)
@@ -398,7 +361,7 @@ def model_in(model: nn.Module) -> int:
 def retain_kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor,
                    T: float = 2.0) -> torch.Tensor:
     """L_R = T^2 KL(softmax(t / T) || softmax(s / T)), batch mean, eq. (dsda-kd)."""
-    T = _positive(T, "T")
+    T = as_positive(T, "T")
     log_p = F.log_softmax(student_logits / T, 1)
     log_q = F.log_softmax(teacher_logits / T, 1)
     return T * T * (log_q.exp() * (log_q - log_p)).sum(1).mean()
@@ -422,7 +385,7 @@ def discrimination_loss(features: torch.Tensor, labels: torch.Tensor, prototypes
 
     ``features`` (N, p), ``labels`` (N,), ``prototypes`` (P, p) and ``proto_classes`` (P,), the
     class of each prototype; a label without a prototype is refused."""
-    tau = _positive(tau, "tau")
+    tau = as_positive(tau, "tau")
     if not isinstance(features, torch.Tensor) or features.ndim != 2 or features.shape[0] == 0:
         raise ValueError(f"features: expected a non-empty (N, p) tensor, got "
                          f"{getattr(features, 'shape', type(features).__name__)}")
@@ -514,7 +477,7 @@ def damo_unlearn(teacher: nn.Module, S_R: SyntheticSet, S_F: SyntheticSet,
         raise ValueError(f"combine: expected 'pcgrad' or 'sum', got {combine!r}")
     if len(S_R.x) == 0 or len(S_F.x) == 0:
         raise ValueError("S_R, S_F: both synthetic sets must be non-empty")
-    steps, w_F = _count(steps, "steps"), _positive(forget_weight, "forget_weight")
+    steps, w_F = as_positive_int(steps, "steps"), as_positive(forget_weight, "forget_weight")
     forget = _classes(forget_classes, "forget_classes", teacher.head.out_features, proper=True)
     student = copy.deepcopy(teacher).eval()  # BatchNorm keeps the original's running statistics
     student.requires_grad_(True)
@@ -573,10 +536,10 @@ def finetune(model: nn.Module, X_r, y_r, *, steps: int = 100, lr: float = 1e-3, 
     """Keep training a copy of ``model`` on the retain data (forgetting by neglect)."""
     student = copy.deepcopy(model)
     student.requires_grad_(True)
-    X_r = _points(X_r, "X_r")
-    y_r = _labels(y_r, "y_r", len(X_r), student.head.out_features)
-    return _fit(student, X_r, y_r, steps=_count(steps, "steps"), batch=_count(batch, "batch"),
-                lr=_rate(lr, "lr"), seed=seed)
+    X_r = as_finite_tensor(X_r, "X_r", ndim=2).float()
+    y_r = as_index_tensor(y_r, "y_r", n=len(X_r), high=student.head.out_features)
+    return _fit(student, X_r, y_r, steps=as_positive_int(steps, "steps"),
+                batch=as_positive_int(batch, "batch"), lr=as_positive(lr, "lr"), seed=seed)
 
 
 def _optimise_noise(model: nn.Module, y: torch.Tensor, sign: float, *, steps: int, penalty: float,
@@ -602,14 +565,14 @@ def emmn_unlearn(model: nn.Module, forget_classes: Sequence[int], *, n_retain: i
     impair on both noise sets with their labels, then repair on the retain noise only."""
     K = model.head.out_features
     forget = _classes(forget_classes, "forget_classes", K, proper=True)
-    impair_lr, repair_lr = _rate(impair_lr, "impair_lr"), _rate(repair_lr, "repair_lr")
-    penalty = _rate(penalty, "penalty", zero=True)
+    impair_lr, repair_lr = as_positive(impair_lr, "impair_lr"), as_positive(repair_lr, "repair_lr")
+    penalty = as_nonnegative(penalty, "penalty")
     teacher = _frozen(model)
     gen = torch.Generator().manual_seed(seed)
     device = next(model.parameters()).device
     retain = torch.tensor([k for k in range(K) if k not in forget], device=device)
-    y_r = retain.repeat_interleave(_count(n_retain, "n_retain"))
-    y_f = torch.tensor(forget, device=device).repeat(_count(n_forget, "n_forget"))
+    y_r = retain.repeat_interleave(as_positive_int(n_retain, "n_retain"))
+    y_f = torch.tensor(forget, device=device).repeat(as_positive_int(n_forget, "n_forget"))
     x_r = _optimise_noise(teacher, y_r, +1.0, steps=noise_steps, penalty=penalty, gen=gen)
     x_f = _optimise_noise(teacher, y_f, -1.0, steps=noise_steps, penalty=penalty, gen=gen)
     student = copy.deepcopy(model)
@@ -632,15 +595,15 @@ def head_surgery(model: nn.Module, forget_classes: Sequence[int]) -> nn.Module:
 @torch.no_grad()
 def accuracy(model: nn.Module, X, y) -> float:
     """Share of rows of ``X`` whose argmax logit is ``y``."""
-    X = _points(X, "X")
-    y = _labels(y, "y", len(X), model.head.out_features)
+    X = as_finite_tensor(X, "X", ndim=2).float()
+    y = as_index_tensor(y, "y", n=len(X), high=model.head.out_features)
     return float((model(X).argmax(1) == y).float().mean())
 
 
 @torch.no_grad()
 def _true_confidence(model: nn.Module, X, y) -> np.ndarray:
-    X = _points(X, "X")
-    y = _labels(y, "y", len(X), model.head.out_features)
+    X = as_finite_tensor(X, "X", ndim=2).float()
+    y = as_index_tensor(y, "y", n=len(X), high=model.head.out_features)
     return model(X).softmax(1).gather(1, y[:, None]).cpu().numpy()
 
 
@@ -689,8 +652,8 @@ def level_between(start: float, target: float, fraction: float = 0.9) -> float:
 def logit_margin(model: nn.Module, X, y) -> np.ndarray:
     """The membership score of each row: f(x)_y - logsumexp_{k != y} f(x)_k, in float64, the
     log-odds of the true label (unchanged in order by a constant shift of one logit)."""
-    X = _points(X, "X")
-    y = _labels(y, "y", len(X), model.head.out_features).to(X.device)
+    X = as_finite_tensor(X, "X", ndim=2).float()
+    y = as_index_tensor(y, "y", n=len(X), high=model.head.out_features).to(X.device)
     logits = model(X).double()
     own = logits.gather(1, y[:, None])[:, 0]
     rest = logits.scatter(1, y[:, None], -torch.inf).logsumexp(1)
@@ -728,9 +691,11 @@ def data_range_ranks(model: nn.Module, x, y, X_ref, y_ref, X_train) -> dict[str,
     classes), of their mean pixel, of their pixel standard deviation, and of their distance to
     the nearest training image ``X_train`` (the real reference: each held-out image's own
     distance to the training set). 0.5 is the real median; near 0 or 1, outside the data."""
-    x, X_ref, X_train = _points(x, "x"), _points(X_ref, "X_ref"), _points(X_train, "X_train")
+    x, X_ref, X_train = (as_finite_tensor(t, name, ndim=2).float()
+                         for t, name in ((x, "x"), (X_ref, "X_ref"), (X_train, "X_train")))
     K = model.head.out_features
-    y, y_ref = _labels(y, "y", len(x), K).to(x.device), _labels(y_ref, "y_ref", len(X_ref), K)
+    y = as_index_tensor(y, "y", n=len(x), high=K).to(x.device)
+    y_ref = as_index_tensor(y_ref, "y_ref", n=len(X_ref), high=K)
     teacher = _frozen(model)
     e, e_ref = class_energy(teacher, x, y), class_energy(teacher, X_ref, y_ref.to(X_ref.device))
     per_class = [percentile_rank(e[y == k].cpu(), e_ref[y_ref == k].cpu())
@@ -751,7 +716,8 @@ def feature_probe_auroc(model: nn.Module, X_fit, is_forget_fit, X_eval, is_forge
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
 
-    X_fit, X_eval = _points(X_fit, "X_fit"), _points(X_eval, "X_eval")
+    X_fit = as_finite_tensor(X_fit, "X_fit", ndim=2).float()
+    X_eval = as_finite_tensor(X_eval, "X_eval", ndim=2).float()
     for name, flags, X in (("is_forget_fit", is_forget_fit, X_fit), ("is_forget_eval", is_forget_eval, X_eval)):
         flags = np.asarray(flags)
         if flags.shape != (len(X),) or not np.isin(flags, (0, 1)).all() or len(np.unique(flags)) < 2:
@@ -796,12 +762,12 @@ def sampler_study(model: nn.Module, samplers: dict[str, tuple[int, float]], step
     "y", "x0", "final"}}}``, ``final`` the mean objective at the end; choosing a step is the caller's."""
     if not samplers:
         raise ValueError("samplers: expected at least one sampler")
-    steps = [_positive(a, "steps") for a in steps]
+    steps = [as_positive(a, "steps") for a in steps]
     if not steps:
         raise ValueError("steps: expected at least one step size")
     K, d = model.head.out_features, model_in(model)
     gen = torch.Generator().manual_seed(seed)
-    y = torch.arange(K).repeat_interleave(_count(n_per_class, "n_per_class"))
+    y = torch.arange(K).repeat_interleave(as_positive_int(n_per_class, "n_per_class"))
     x0 = torch.rand(len(y), d, generator=gen)
     device = next(model.parameters()).device
     y, x0 = y.to(device), x0.to(device)

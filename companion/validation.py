@@ -24,6 +24,10 @@ __all__ = [
     "as_generator",
     "as_instance",
     "as_finite_tensor",
+    "as_real",
+    "as_positive",
+    "as_nonnegative",
+    "as_index_tensor",
 ]
 
 
@@ -154,9 +158,63 @@ def as_instance(x: Any, name: str, types: type | tuple[type, ...]) -> Any:
     return x
 
 
-def as_finite_tensor(x: Any, name: str, *, ndim: int | tuple[int, ...] | None = None, empty: bool = False):
-    """Return ``x`` if it is a torch tensor of ``ndim`` dimensions (one of them, for a tuple) with no
-    NaN or inf (and at least one element unless ``empty``)."""
+def as_real(
+    x: Any,
+    name: str,
+    *,
+    low: float = -np.inf,
+    high: float = np.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """Return ``x`` as a finite Python float inside an interval (bools refused).
+
+    ``as_real(lr, "lr", low=0, low_open=True)`` is a learning rate; ``as_real(w, "w", low=0)`` a
+    weight that may be zero; ``as_real(p, "p", low=0, high=1)`` a closed probability.
+    """
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
+        _fail(name, f"expected a finite real number, got {x!r} ({type(x).__name__})")
+    value = float(x)
+    inside = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    if not (np.isfinite(value) and inside):
+        if high == np.inf and low > -np.inf:
+            wanted = f"a finite number {'>' if low_open else '>='} {low:g}"
+        elif low == -np.inf and high < np.inf:
+            wanted = f"a finite number {'<' if high_open else '<='} {high:g}"
+        elif low == -np.inf:
+            wanted = "a finite number"
+        else:
+            wanted = ("a number in " + ("(" if low_open else "[") + f"{low:g}, {high:g}"
+                      + (")" if high_open else "]"))
+        _fail(name, f"expected {wanted}, got {x!r}")
+    return value
+
+
+def as_positive(x: Any, name: str) -> float:
+    """A finite number > 0 (a learning rate, a temperature, a bandwidth)."""
+    return as_real(x, name, low=0, low_open=True)
+
+
+def as_nonnegative(x: Any, name: str) -> float:
+    """A finite number >= 0 (a loss weight, a noise level that may be switched off)."""
+    return as_real(x, name, low=0)
+
+
+def as_finite_tensor(
+    x: Any,
+    name: str,
+    *,
+    ndim: int | tuple[int, ...] | None = None,
+    shape: tuple[int | None, ...] | None = None,
+    empty: bool = False,
+    floating: bool = False,
+):
+    """Return ``x`` if it is a torch tensor with no NaN or inf, checked against a shape.
+
+    ``ndim``: the number of dimensions (one of them, for a tuple); ``shape``: the sizes, ``None``
+    where any size goes, e.g. ``(None, d)`` for a batch of ``d``-vectors; ``empty``: allow no
+    elements; ``floating``: refuse integer and bool tensors.
+    """
     import torch
 
     if not isinstance(x, torch.Tensor):
@@ -164,8 +222,53 @@ def as_finite_tensor(x: Any, name: str, *, ndim: int | tuple[int, ...] | None = 
     dims = (ndim,) if isinstance(ndim, int) else ndim
     if dims is not None and x.ndim not in dims:
         _fail(name, f"expected {' or '.join(map(str, dims))} dimensions, got shape {tuple(x.shape)}")
+    if shape is not None and (x.ndim != len(shape)
+                              or any(s is not None and s != t for s, t in zip(shape, x.shape))):
+        wanted = "(" + ", ".join("N" if s is None else str(s) for s in shape) + ")"
+        _fail(name, f"expected shape {wanted}, got {tuple(x.shape)}")
     if x.numel() == 0 and not empty:
         _fail(name, f"expected at least one element, got shape {tuple(x.shape)}")
+    if floating and not x.is_floating_point():
+        _fail(name, f"expected a floating-point tensor, got dtype {x.dtype}")
     if x.is_floating_point() and not x.is_meta and not bool(torch.isfinite(x).all()):
         _fail(name, "contains NaN or inf")  # (a meta tensor has no values to check)
     return x
+
+
+def as_index_tensor(
+    x: Any,
+    name: str,
+    *,
+    n: int | None = None,
+    high: int | None = None,
+    ndim: int = 1,
+    empty: bool = False,
+):
+    """Return ``x`` (a tensor or array of integers: labels, ids, indices) as an int64 tensor.
+
+    Refuses floats, bools and complex numbers (a float label 2.7 would silently become 2), a
+    length other than ``n`` along the first dimension, and values outside ``0..high - 1``.
+    """
+    import torch
+
+    if not isinstance(x, torch.Tensor):
+        try:
+            x = torch.as_tensor(np.asarray(x))
+        except (TypeError, ValueError, RuntimeError):
+            _fail(name, f"expected integer indices, got {type(x).__name__}")
+    if x.dtype.is_floating_point or x.dtype == torch.bool or x.is_complex():
+        _fail(name, f"expected integer indices, got dtype {x.dtype}")
+    if x.ndim != ndim:
+        _fail(name, f"expected {ndim} dimension{'s' if ndim != 1 else ''} of indices, got shape "
+                    f"{tuple(x.shape)}")
+    if n is not None and x.shape[0] != n:
+        _fail(name, f"expected {n} indices (one per row), got {x.shape[0]}")
+    if x.numel() == 0:
+        if not empty:
+            _fail(name, "expected at least one index, got none")
+        return x.long()
+    bad = (x < 0) if high is None else (x < 0) | (x >= high)
+    if bool(bad.any()):
+        where = "0.." + ("" if high is None else str(high - 1))
+        _fail(name, f"expected indices in {where}, got {int(x[bad][0])}")
+    return x.long()

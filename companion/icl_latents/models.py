@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .tasks import _count
+from companion.validation import as_positive_int
 
 __all__ = ["implicit_mask", "context_mask", "predictor_mask", "ImplicitTransformer",
            "ContextEncoder", "TransformerPredictor", "MLPPredictor", "LinearReadoutPredictor",
@@ -33,7 +33,7 @@ __all__ = ["implicit_mask", "context_mask", "predictor_mask", "ImplicitTransform
 def implicit_mask(n: int, m: int, device=None) -> torch.Tensor:
     """``(n+m, n+m)`` mask of the implicit model: every query column is blocked (``n >= 1``:
     with no context a row would have nothing to read)."""
-    n, m = _count(n, "n", 1), _count(m, "m", 0)
+    n, m = as_positive_int(n, "n", minimum=1), as_positive_int(m, "m", minimum=0)
     mask = torch.zeros(n + m, n + m, dtype=torch.bool, device=device)
     mask[:, n:] = True
     return mask
@@ -43,7 +43,7 @@ def context_mask(n: int, device=None) -> torch.Tensor:
     """``(1+n, 1+n)`` mask of the context encoder: no token attends to the summary token ``c``
     (position 0), not even ``c`` itself, so ``c`` only gathers the context (the official mask;
     ``n >= 1``)."""
-    n = _count(n, "n", 1)
+    n = as_positive_int(n, "n", minimum=1)
     mask = torch.zeros(1 + n, 1 + n, dtype=torch.bool, device=device)
     mask[:, 0] = True
     return mask
@@ -52,7 +52,7 @@ def context_mask(n: int, device=None) -> torch.Tensor:
 def predictor_mask(m: int, device=None) -> torch.Tensor:
     """``(1+m, 1+m)`` mask of the transformer predictor: the ``z`` token (position 0) sees
     itself only; each query sees ``z`` and itself."""
-    m = _count(m, "m", 0)
+    m = as_positive_int(m, "m", minimum=0)
     mask = ~torch.eye(1 + m, dtype=torch.bool, device=device)
     mask[1:, 0] = False
     return mask
@@ -108,8 +108,8 @@ class ImplicitTransformer(nn.Module):
     def __init__(self, dx: int, dy: int, d_model: int = 256, n_heads: int = 4, d_ff: int = 512,
                  n_layers: int = 8):
         super().__init__()
-        dx, dy, n_layers = _count(dx, "dx"), _count(dy, "dy"), _count(n_layers, "n_layers")
-        d_model, n_heads, d_ff = _count(d_model, "d_model"), _count(n_heads, "n_heads"), _count(d_ff, "d_ff")
+        dx, dy, n_layers = as_positive_int(dx, "dx"), as_positive_int(dy, "dy"), as_positive_int(n_layers, "n_layers")
+        d_model, n_heads, d_ff = as_positive_int(d_model, "d_model"), as_positive_int(n_heads, "n_heads"), as_positive_int(d_ff, "d_ff")
         if d_model % n_heads:
             raise ValueError(f"d_model: expected a multiple of n_heads = {n_heads}, got {d_model}")
         self.dx, self.dy = dx, dy
@@ -217,7 +217,7 @@ class SinusoidReadoutPredictor(nn.Module):
         freqs = torch.as_tensor(freqs, dtype=torch.float32)
         if freqs.numel() == 0 or not bool(torch.isfinite(freqs).all()):
             raise ValueError(f"freqs: expected a non-empty tensor of finite frequencies, got {freqs}")
-        _count(z_dim, "z_dim")
+        as_positive_int(z_dim, "z_dim")
         self.register_buffer("freqs", freqs)
         self.to_a = nn.Linear(z_dim, self.freqs.numel())
 

@@ -16,7 +16,7 @@ import numbers
 
 import torch
 
-from .tasks import _count
+from companion.validation import as_positive_int
 
 __all__ = ["collect_latents", "linear_probe", "linear_probe_r2", "raw_context_probe",
            "raw_context_probe_r2"]
@@ -28,7 +28,7 @@ def collect_latents(model, task, n_tasks: int, n: int, generator=None, device=No
     if getattr(model, "context", None) is None:
         raise ValueError("model: expected an explicit model with a context encoder")
     device = device or next(model.parameters()).device
-    batch = task.sample(_count(n_tasks, "n_tasks"), n, 1, generator=generator, device=device)
+    batch = task.sample(as_positive_int(n_tasks, "n_tasks"), n, 1, generator=generator, device=device)
     model.eval()
     return model.context(batch.x_c, batch.y_c).double().cpu(), batch.w.double().cpu()
 
@@ -77,7 +77,7 @@ def linear_probe_r2(Z, W, **kw) -> float:
 
 def raw_context_probe(task, n: int, n_tasks: int, generator=None, **kw):
     """The baseline: :func:`linear_probe` from the flattened raw context ``(x_i, y_i)_{i<=n}``."""
-    batch = task.sample(_count(n_tasks, "n_tasks"), n, 1, generator=generator)
+    batch = task.sample(as_positive_int(n_tasks, "n_tasks"), n, 1, generator=generator)
     raw = torch.cat([batch.x_c, batch.y_c], -1).flatten(1)
     return linear_probe(raw, batch.w, **kw)
 

@@ -13,21 +13,11 @@ finite as ``sigma -> 0`` (it becomes least squares) and reduces to the prior wit
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
 
+from companion.validation import as_finite_tensor, as_positive
+
 __all__ = ["bayes_feature_predict", "bayes_linreg_predict"]
-
-
-def _finite(t, name: str, ndim: int) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor) or t.ndim != ndim:
-        raise ValueError(f"{name}: expected a {ndim}-D tensor, got "
-                         f"{tuple(getattr(t, 'shape', ())) or type(t).__name__}")
-    if not torch.isfinite(t).all():
-        raise ValueError(f"{name}: contains NaN or infinite values")
-    return t.double()
 
 
 def bayes_feature_predict(phi_c, y_c, phi_q, noise: float, prior_var: float = 1.0):
@@ -36,10 +26,9 @@ def bayes_feature_predict(phi_c, y_c, phi_q, noise: float, prior_var: float = 1.
     ``phi_c (B, n, P)`` and ``phi_q (B, m, P)`` are the features of the context and query
     inputs, ``y_c (B, n, dy)`` the context labels; ``n = 0`` gives the prior predictive.
     """
-    phi_c, y_c, phi_q = _finite(phi_c, "phi_c", 3), _finite(y_c, "y_c", 3), _finite(phi_q, "phi_q", 3)
-    for name, v in (("noise", noise), ("prior_var", prior_var)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
-            raise ValueError(f"{name}: expected a finite number > 0, got {v!r}")
+    phi_c, y_c, phi_q = (as_finite_tensor(t, name, ndim=3, empty=True).double()
+                         for t, name in ((phi_c, "phi_c"), (y_c, "y_c"), (phi_q, "phi_q")))
+    noise, prior_var = as_positive(noise, "noise"), as_positive(prior_var, "prior_var")
     B, n, P = phi_c.shape
     if y_c.shape[:2] != (B, n):
         raise ValueError(f"y_c: expected the (B, n) of phi_c {(B, n)}, got {tuple(y_c.shape)}")
@@ -58,7 +47,8 @@ def bayes_feature_predict(phi_c, y_c, phi_q, noise: float, prior_var: float = 1.
 
 def bayes_linreg_predict(x_c, y_c, x_q, noise: float, prior_var: float = 1.0):
     """:func:`bayes_feature_predict` for linear regression, ``phi(x) = [x, 1]``."""
-    x_c, x_q = _finite(x_c, "x_c", 3), _finite(x_q, "x_q", 3)
+    x_c = as_finite_tensor(x_c, "x_c", ndim=3, empty=True).double()
+    x_q = as_finite_tensor(x_q, "x_q", ndim=3, empty=True).double()
     if x_q.shape[0] != x_c.shape[0] or x_q.shape[2] != x_c.shape[2]:
         raise ValueError(f"x_q: expected shape ({x_c.shape[0]}, m, {x_c.shape[2]}) to match x_c, "
                          f"got {tuple(x_q.shape)}")

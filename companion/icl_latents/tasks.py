@@ -20,11 +20,11 @@ machine) and moved to ``device``.
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 
 import torch
+
+from companion.validation import as_nonnegative, as_positive_int
 
 __all__ = ["TaskBatch", "LinearRegressionTask", "SinusoidTask", "QUERY_STYLES"]
 
@@ -43,19 +43,6 @@ class TaskBatch:
 
     def to(self, device) -> "TaskBatch":
         return TaskBatch(*(t.to(device) for t in (self.x_c, self.y_c, self.x_q, self.y_q, self.w)))
-
-
-def _count(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _nonneg(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
-            or value < 0:
-        raise ValueError(f"{name}: expected a finite number >= 0, got {value!r}")
-    return float(value)
 
 
 def _queries(x_c: torch.Tensor, m: int, query: str, intensity: float,
@@ -99,10 +86,10 @@ class _Task:
     def sample(self, B: int, n: int, m: int, *, query: str = "iid", intensity: float = 3.0,
                generator: torch.Generator | None = None, device=None) -> TaskBatch:
         """``B`` fresh tasks with ``n`` context points and ``m`` queries of style ``query``."""
-        B, n, m = _count(B, "B"), _count(n, "n"), _count(m, "m")
+        B, n, m = as_positive_int(B, "B"), as_positive_int(n, "n"), as_positive_int(m, "m")
         if query not in QUERY_STYLES:
             raise ValueError(f"query: expected one of {QUERY_STYLES}, got {query!r}")
-        intensity = _nonneg(intensity, "intensity")
+        intensity = as_nonnegative(intensity, "intensity")
         if intensity == 0:
             raise ValueError("intensity: expected a number > 0, got 0")
         if query == "near" and m > n:
@@ -120,8 +107,8 @@ class LinearRegressionTask(_Task):
     """``y = [x, 1] W + sigma eps`` with ``W in R^{(dx+1) x dy}``, ``W_ij ~ N(0, 1)``."""
 
     def __init__(self, dx: int = 1, dy: int = 1, noise: float = 0.1):
-        self.dx, self.dy = _count(dx, "dx"), _count(dy, "dy")
-        self.noise = _nonneg(noise, "noise")
+        self.dx, self.dy = as_positive_int(dx, "dx"), as_positive_int(dy, "dy")
+        self.noise = as_nonnegative(noise, "noise")
         self.n_params = (self.dx + 1) * self.dy
         self.prior_var = 1.0
 
@@ -140,9 +127,9 @@ class SinusoidTask(_Task):
     """
 
     def __init__(self, dx: int = 1, n_freq: int = 3, noise: float = 0.1, freq_seed: int = 1):
-        self.dx, self.dy = _count(dx, "dx"), 1
-        self.n_freq = _count(n_freq, "n_freq")
-        self.noise = _nonneg(noise, "noise")
+        self.dx, self.dy = as_positive_int(dx, "dx"), 1
+        self.n_freq = as_positive_int(n_freq, "n_freq")
+        self.noise = as_nonnegative(noise, "noise")
         self.freqs = 5 * torch.rand(self.dx, self.n_freq,
                                     generator=torch.Generator().manual_seed(freq_seed))
         self.n_params = self.dx * self.n_freq

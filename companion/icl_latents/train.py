@@ -29,10 +29,11 @@ import torch
 from torch import nn
 
 from companion.checkpoints import load_checkpoint, provenance, save_checkpoint, training_parser
+from companion.validation import as_positive_int
 
 from .models import (ContextEncoder, ExplicitModel, ImplicitTransformer, LinearReadoutPredictor,
                      MLPPredictor, TransformerPredictor)
-from .tasks import LinearRegressionTask, TaskBatch, _count
+from .tasks import LinearRegressionTask, TaskBatch
 
 __all__ = ["predict", "evaluate_mse", "train_icl", "MODELS", "RECIPES", "build_models",
            "train_suite", "load_suite", "load_or_train", "CHECKPOINTS"]
@@ -69,7 +70,7 @@ def predict(model: nn.Module, batch: TaskBatch) -> torch.Tensor:
 @torch.no_grad()
 def evaluate_mse(model: nn.Module, batch: TaskBatch, chunk: int = 500) -> torch.Tensor:
     """Per-task query MSE ``(B,)``, computed in chunks of ``chunk`` tasks."""
-    chunk = _count(chunk, "chunk")
+    chunk = as_positive_int(chunk, "chunk")
     if not isinstance(batch, TaskBatch):
         raise ValueError(f"batch: expected a TaskBatch, got {type(batch).__name__}")
     if batch.y_q.shape[:2] != batch.x_q.shape[:2]:
@@ -93,8 +94,8 @@ def train_icl(model: nn.Module, task, *, steps: int, batch_size: int, n_range: t
     batch; ``m=None`` gives ``m = n`` queries per task. ``progress``: an optional wrapper of
     the step range (:func:`companion.book.progress`).
     """
-    steps, batch_size = _count(steps, "steps"), _count(batch_size, "batch_size")
-    m = None if m is None else _count(m, "m")
+    steps, batch_size = as_positive_int(steps, "steps"), as_positive_int(batch_size, "batch_size")
+    m = None if m is None else as_positive_int(m, "m")
     lo, hi = n_range
     if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
         raise ValueError(f"n_range: expected integers 1 <= lo <= hi, got {n_range!r}")

@@ -23,6 +23,8 @@ import math
 
 import torch
 
+from companion.validation import as_positive, as_positive_int, as_real
+
 from .policy import AttentionPolicy, check_temperature
 from .tsp import check_coords, is_permutation, tour_length
 
@@ -71,26 +73,6 @@ class SearchResult:
     n_decoded: int  # tours decoded per instance in total, counted by the policy
     all_valid: bool  # every decoded tour (not only the best) is a permutation of the cities
     history: dict = field(default_factory=dict)
-
-
-def _check_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _check_positive(value, name: str) -> float:
-    """A finite number > 0 (a temperature, a rank coefficient, a pheromone)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
-    return float(value)
-
-
-def _check_rate(value, name: str) -> float:
-    """A probability in [0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name}: expected a probability in [0, 1], got {value!r}")
-    return float(value)
 
 
 def _check_tour_tensor(tours, name: str = "tours", ndim: int = 3) -> torch.Tensor:
@@ -191,7 +173,7 @@ def parent_weights(costs: torch.Tensor, hashes: torch.Tensor, kappa: float) -> t
     tours (eq. (ngs-rank)); a tour that repeats the edge set of an earlier one gets 0, so copies
     never breed (the official code gives them a reward of -1e5 for the same purpose).
     """
-    kappa = _check_positive(kappa, "rank_coef")
+    kappa = as_positive(kappa, "rank_coef")
     _check_costs(costs, hashes)
     copy = _later_copy(hashes)
     w = (1.0 / (kappa * costs.shape[-1] + _distinct_rank(costs, copy).double())).masked_fill(copy, 0.0)
@@ -206,8 +188,8 @@ def select_parents(costs: torch.Tensor, hashes: torch.Tensor, n_children: int, n
     are distinct tours whenever the population holds at least m of them.
     """
     B, P = costs.shape
-    _check_int(n_children, "n_children")
-    n_parents = _check_int(n_parents, "n_parents")
+    as_positive_int(n_children, "n_children")
+    n_parents = as_positive_int(n_parents, "n_parents")
     if n_parents > P:
         raise ValueError(f"n_parents: cannot draw {n_parents} distinct parents from a population of {P}")
     log_w = parent_weights(costs, hashes, kappa).log().unsqueeze(1).expand(B, n_children, P)
@@ -222,9 +204,9 @@ def select_survivors(costs: torch.Tensor, hashes: torch.Tensor, k: int, kappa: f
     first, only if there are fewer than k distinct tours.
     """
     _check_costs(costs, hashes)
-    kappa = _check_positive(kappa, "rank_coef")
+    kappa = as_positive(kappa, "rank_coef")
     B, M = costs.shape
-    k = _check_int(k, "k")
+    k = as_positive_int(k, "k")
     if k > M:
         raise ValueError(f"k: cannot keep {k} survivors out of {M} candidates")
     copy = _later_copy(hashes)
@@ -258,7 +240,7 @@ def sample_search(policy: AttentionPolicy, coords, budget: int, *, temperature: 
                   generator: torch.Generator | None = None) -> SearchResult:
     """Best of ``budget`` tours sampled at ``temperature``; the curve has one point per ``block`` tours."""
     coords = check_coords(coords)
-    budget, block = _check_int(budget, "budget"), _check_int(block, "block")
+    budget, block = as_positive_int(budget, "budget"), as_positive_int(block, "block")
     temperature = check_temperature(temperature, coords.shape[0])
     if budget % block:
         raise ValueError(f"budget: must be a multiple of block = {block}, got {budget}")
@@ -325,20 +307,20 @@ def ngs_search(policy: AttentionPolicy, coords, budget: int, config: NGSConfig =
     are the same tour (zero whenever two distinct tours exist).
     """
     coords = check_coords(coords)
-    budget = _check_int(budget, "budget")
+    budget = as_positive_int(budget, "budget")
     if not isinstance(config, NGSConfig):
         raise ValueError(f"config: expected an NGSConfig, got {type(config).__name__}")
-    P = _check_int(config.pop_size, "pop_size")
-    S = _check_int(config.n_offspring, "n_offspring")
-    m = _check_int(config.n_parents, "n_parents")
+    P = as_positive_int(config.pop_size, "pop_size")
+    S = as_positive_int(config.n_offspring, "n_offspring")
+    m = as_positive_int(config.n_parents, "n_parents")
     if P > budget:
         raise ValueError(f"pop_size: the population ({P}) cannot be larger than the budget of decoded tours ({budget})")
     if budget % S:
         raise ValueError(f"budget: must be a multiple of n_offspring = {S} (whole generations), got {budget}")
     if m > P:
         raise ValueError(f"n_parents: needs at least n_parents individuals in the population; {m} > pop_size = {P}")
-    _check_rate(config.mutation_rate, "mutation_rate")
-    _check_positive(config.rank_coef, "rank_coef")
+    as_real(config.mutation_rate, "mutation_rate", low=0, high=1)
+    as_positive(config.rank_coef, "rank_coef")
     check_temperature(config.temperature, coords.shape[0])
     if config.logits not in ("model", "uniform"):
         raise ValueError(f"logits: expected 'model' or 'uniform', got {config.logits!r}")
@@ -410,20 +392,20 @@ def aco_search(policy: AttentionPolicy, coords, budget: int, config: ACOConfig =
     iteration deposits Q, the worst nothing.
     """
     coords = check_coords(coords)
-    budget = _check_int(budget, "budget")
+    budget = as_positive_int(budget, "budget")
     if not isinstance(config, ACOConfig):
         raise ValueError(f"config: expected an ACOConfig, got {type(config).__name__}")
-    A = _check_int(config.n_ants, "n_ants")
+    A = as_positive_int(config.n_ants, "n_ants")
     if budget % A:
         raise ValueError(f"budget: must be a multiple of n_ants = {A} (whole iterations), got {budget}")
     if isinstance(config.decay, bool) or not isinstance(config.decay, (int, float)) or not 0.0 < config.decay <= 1.0:
         raise ValueError(f"decay: expected 0 < decay <= 1, got {config.decay!r}")
-    tau0 = _check_positive(config.tau0, "tau0")
+    tau0 = as_positive(config.tau0, "tau0")
     T = check_temperature(config.temperature, coords.shape[0])
     if isinstance(config.alpha, bool) or not isinstance(config.alpha, (int, float)) or not math.isfinite(config.alpha) \
             or config.alpha < 0:
         raise ValueError(f"alpha: expected a finite number >= 0, got {config.alpha!r}")
-    Q = 1.0 / (A * config.decay) if config.Q is None else _check_positive(config.Q, "Q")
+    Q = 1.0 / (A * config.decay) if config.Q is None else as_positive(config.Q, "Q")
     B, n, _ = coords.shape
     tau = torch.full((B, n * n), tau0, dtype=torch.float64)
     best_len, best_tours = torch.full((B,), float("inf")), torch.empty(B, n, dtype=torch.long)
@@ -456,7 +438,7 @@ def tune_temperature(policy: AttentionPolicy, coords, budget: int, temperatures,
     with its own temperature) from one seed, so each method gets the same tuning effort.
     """
     coords = check_coords(coords)
-    budget = _check_int(budget, "budget")
+    budget = as_positive_int(budget, "budget")
     if method not in ("sampling", "ngs", "aco"):
         raise ValueError(f"method: expected 'sampling', 'ngs' or 'aco', got {method!r}")
     try:
@@ -466,7 +448,7 @@ def tune_temperature(policy: AttentionPolicy, coords, budget: int, temperatures,
     if not temps or len(set(temps)) != len(temps):
         raise ValueError(f"temperatures: expected at least one number and no repeats, got {temperatures!r}")
     for t in temps:
-        _check_positive(t, "temperatures")
+        as_positive(t, "temperatures")
     if config is not None and not isinstance(config, {"ngs": NGSConfig, "aco": ACOConfig}.get(method, type(None))):
         raise ValueError(f"config: expected {'an NGSConfig' if method == 'ngs' else 'an ACOConfig' if method == 'aco' else 'None'} "
                          f"for method {method!r}, got {type(config).__name__}")

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from companion.validation import as_positive
+
 __all__ = [
     "generate_tsp",
     "check_coords",
@@ -169,12 +171,6 @@ def held_karp(coords, *, max_n: int = 20) -> tuple[float, np.ndarray]:
     return length, np.array([0] + tour[::-1])
 
 
-def _positive(name: str, x) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x < float("inf"):
-        raise ValueError(f"{name}: expected a finite number > 0, got {x!r}")
-    return float(x)
-
-
 def solve_exact(coords, *, scale: float = 1e6, time_limit_s: float = 60.0, workers: int = 2) -> tuple[float, np.ndarray]:
     """Optimal tour of one instance ``(n, 2)`` with OR-Tools CP-SAT (``AddCircuit``).
 
@@ -185,7 +181,7 @@ def solve_exact(coords, *, scale: float = 1e6, time_limit_s: float = 60.0, worke
     """
     from ortools.sat.python import cp_model
 
-    _positive("time_limit_s", time_limit_s), _positive("scale", scale)
+    as_positive(time_limit_s, "time_limit_s"), as_positive(scale, "scale")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
     d = _distances(coords)
@@ -238,7 +234,7 @@ def solve_mip(coords, *, time_limit_s: float = 600.0) -> tuple[float, np.ndarray
     programme to a relative gap of 1e-9 on the float64 distances. Returns (length, tour from 0);
     raises ``RuntimeError`` if a programme is not solved to optimality within ``time_limit_s``.
     """
-    _positive("time_limit_s", time_limit_s)
+    as_positive(time_limit_s, "time_limit_s")
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix, csr_matrix
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from companion.validation import as_positive_int
+from companion.validation import as_positive, as_positive_int
 
 from .methods import _Method
 
@@ -46,10 +46,7 @@ def steps_for_flops(flops_budget: int, flops_per_step: int) -> int:
 def scaled_lr(base_lr: float, batch: int) -> float:
     """The linear scaling rule of the official code: ``lr = base_lr * batch / 256``."""
     batch = as_positive_int(batch, "batch")
-    if isinstance(base_lr, bool) or not isinstance(base_lr, (int, float)) \
-            or not math.isfinite(base_lr) or base_lr <= 0:
-        raise ValueError(f"base_lr: expected a finite number > 0, got {base_lr!r}")
-    return float(base_lr) * batch / 256
+    return as_positive(base_lr, "base_lr") * batch / 256
 
 
 def time_steps(methods: dict, x: torch.Tensor, rounds: int = 20, warmup: int = 3) -> dict:

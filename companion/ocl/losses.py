@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 import torch.nn.functional as F
 
+from companion.validation import as_finite_tensor, as_nonnegative, as_positive
+
 __all__ = ["tsp_similarity", "ocl_loss", "nt_xent", "mae_loss"]
-
-
-def _positive(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0 \
-            or not math.isfinite(value):
-        raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
-    return float(value)
 
 
 def _pair(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str]) -> None:
     for t, name in zip((a, b), names):
-        if not isinstance(t, torch.Tensor) or t.dim() != 2:
-            raise ValueError(f"{name}: expected a [B, D] tensor, got "
-                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else t!r}")
-        if not torch.isfinite(t).all():
-            raise ValueError(f"{name}: must be finite, got NaN or inf")
+        as_finite_tensor(t, name, ndim=2)
     if a.shape != b.shape:
         raise ValueError(f"{names[1]}: expected the shape of {names[0]} {tuple(a.shape)}, "
                          f"got {tuple(b.shape)}")
@@ -35,9 +25,7 @@ def _pair(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str]) -> None:
 
 def tsp_similarity(s: torch.Tensor, kappa: float = 1 / 64) -> torch.Tensor:
     """psi(s) = (1 + s) / (2 (1 + kappa (1 - s))), eq. (ocl-tsp): [-1, 1] -> [0, 1], increasing."""
-    if not isinstance(kappa, numbers.Real) or isinstance(kappa, bool) or not kappa >= 0 \
-            or not math.isfinite(kappa):
-        raise ValueError(f"kappa: expected a finite number >= 0, got {kappa!r}")
+    as_nonnegative(kappa, "kappa")
     return 0.5 * (1 + s) / (1 + kappa * (1 - s))
 
 
@@ -49,7 +37,7 @@ def ocl_loss(z_a: torch.Tensor, z_b: torch.Tensor, kappa: float = 1 / 64,
     No projection head: the CLS outputs are normalised and compared directly.
     """
     _pair(z_a, z_b, ("z_a", "z_b"))
-    tau = _positive(tau, "tau")
+    tau = as_positive(tau, "tau")
     s = F.normalize(z_a, dim=1) @ F.normalize(z_b, dim=1).T
     logits = tsp_similarity(s, kappa) / tau
     labels = torch.arange(len(s), device=s.device)
@@ -59,7 +47,7 @@ def ocl_loss(z_a: torch.Tensor, z_b: torch.Tensor, kappa: float = 1 / 64,
 def nt_xent(p1: torch.Tensor, p2: torch.Tensor, tau: float = 0.2) -> torch.Tensor:
     """SimCLR's NT-Xent: each of the 2B projections against the other 2B - 1, cosine / tau."""
     _pair(p1, p2, ("p1", "p2"))
-    tau = _positive(tau, "tau")
+    tau = as_positive(tau, "tau")
     z = F.normalize(torch.cat([p1, p2]), dim=1)
     logits = z @ z.T / tau
     logits = logits.masked_fill(torch.eye(len(z), dtype=torch.bool, device=z.device), -math.inf)

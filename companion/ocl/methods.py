@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from companion.validation import as_positive_int
+from companion.validation import as_positive_int, as_real
 
 from .losses import mae_loss, nt_xent, ocl_loss
 from .vit import Block, TinyViT, check_images, sincos_pos_embed_2d
@@ -22,10 +22,7 @@ __all__ = ["occlusion_views", "keep_count", "visible_count", "augment", "count_f
 
 
 def _check_ratio(mask_ratio) -> Fraction:
-    if isinstance(mask_ratio, bool) or not isinstance(mask_ratio, (int, float)) \
-            or not 0 <= mask_ratio < 1:
-        raise ValueError(f"mask_ratio: expected a number in [0, 1), got {mask_ratio!r}")
-    return Fraction(repr(float(mask_ratio)))
+    return Fraction(repr(as_real(mask_ratio, "mask_ratio", low=0, high=1, high_open=True)))
 
 
 def visible_count(L: int, mask_ratio: float) -> int:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 
 import torch
 import torch.nn.functional as F
+
+from companion.validation import as_nonnegative, as_positive_int
 
 from .methods import occlusion_views
 from .vit import TinyViT, check_images
@@ -61,8 +61,7 @@ def extract_views(vit: TinyViT, x: torch.Tensor, mask_ratio: float, seed: int = 
 
 def few_shot_split(y: torch.Tensor, shots: int, seed: int = 0) -> torch.Tensor:
     """Indices of ``shots`` random examples of every class in ``y`` (seeded)."""
-    if not isinstance(shots, numbers.Integral) or shots < 1:
-        raise ValueError(f"shots: expected an integer >= 1, got {shots!r}")
+    as_positive_int(shots, "shots")
     g = torch.Generator().manual_seed(seed)
     picks = []
     for c in torch.unique(y):
@@ -95,10 +94,8 @@ def linear_probe(f_tr: torch.Tensor, y_tr: torch.Tensor, f_te: torch.Tensor,
         if t.dtype.is_floating_point or t.dtype == torch.bool or (len(t) and int(t.min()) < 0):
             raise ValueError(f"{name}: expected integer class labels >= 0, got dtype {t.dtype}"
                              + (f", min {t.min().item()}" if len(t) else ""))
-    if isinstance(l2, bool) or not isinstance(l2, numbers.Real) or not math.isfinite(l2) or l2 < 0:
-        raise ValueError(f"l2: expected a finite number >= 0, got {l2!r}")
-    if isinstance(iters, bool) or not isinstance(iters, numbers.Integral) or iters < 1:
-        raise ValueError(f"iters: expected an integer >= 1, got {iters!r}")
+    as_nonnegative(l2, "l2")
+    as_positive_int(iters, "iters")
     mu, sd = f_tr.mean(0), f_tr.std(0) + 1e-6
     a, b = ((f_tr - mu) / sd).double(), ((f_te - mu) / sd).double()
     n_classes = int(max(y_tr.max(), y_te.max())) + 1

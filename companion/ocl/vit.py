@@ -8,7 +8,7 @@ import math
 import torch
 from torch import nn
 
-from companion.validation import as_positive_int
+from companion.validation import as_positive, as_positive_int
 
 __all__ = ["TinyViT", "Block", "sincos_pos_embed_2d", "check_images"]
 
@@ -57,8 +57,7 @@ class Block(nn.Module):
     def __init__(self, dim: int, heads: int, mlp_ratio: float):
         super().__init__()
         dim, heads = as_positive_int(dim, "dim"), as_positive_int(heads, "heads")
-        if isinstance(mlp_ratio, bool) or not isinstance(mlp_ratio, (int, float)) or not 0 < mlp_ratio < math.inf:
-            raise ValueError(f"mlp_ratio: expected a finite number > 0, got {mlp_ratio!r}")
+        as_positive(mlp_ratio, "mlp_ratio")
         if dim % heads:
             raise ValueError(f"heads: expected a divisor of dim={dim}, got {heads}")
         self.heads = heads
