@@ -197,7 +197,7 @@ def test_bad_input_raises_value_errors_naming_the_argument(splits, bank, f_r):
         gm.gen_real_alignment_loss(z, torch.randn(5, 8))
     with pytest.raises(ValueError, match="z_gen"):
         gm.gen_real_alignment_loss(torch.full((4, 8), float("nan")), z)
-    with pytest.raises(ValueError, match="z_gen.*non-empty"):
+    with pytest.raises(ValueError, match="z_gen: expected at least one element"):
         gm.gen_real_alignment_loss(torch.zeros(0, 8), torch.zeros(0, 8))
     with pytest.raises(ValueError, match="tau"):
         gm.gen_real_alignment_loss(z, z, None, tau=0.0)
@@ -272,6 +272,15 @@ GMAIL_BAD_INPUTS = [
     (lambda **kw: gm.ImageEncoder(**kw), dict(dim=0), "dim"),
     (lambda **kw: gm.thickness_terciles(y=torch.zeros(2, dtype=torch.long), **kw),
      dict(x=torch.full((2, 64), float("nan"))), "x"),
+    # issue 49, the shared helpers: bool ids, integer embeddings, a list where a tensor goes
+    (lambda **kw: gm.caption_ce_loss(_Z, _BANK, logit_scale=0.0, **kw),
+     dict(ids=torch.tensor([True, False, True, False])), "ids: expected integer indices"),
+    (lambda **kw: gm.concentration(**kw), dict(z=torch.ones(4, 8, dtype=torch.long)),
+     "z: expected a floating-point tensor"),
+    (lambda **kw: gm.paired_cosine(_Z, **kw), dict(b=_Z.tolist()), "b: expected a torch.Tensor"),
+    (lambda **kw: gm.thickness_terciles(x=torch.rand(2, 64), **kw), dict(y=torch.tensor([0.0, 1.0])),
+     "y: expected integer indices"),
+    (lambda **kw: gm.fingerprint(gamma=1.0, **kw), dict(c=2.0), "c: expected an integer"),
 ]
 
 

@@ -13,7 +13,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ._checks import as_batch, as_digits, as_images, as_int
+from ._checks import as_batch, as_digits, as_images
+from ..validation import as_positive_int
 
 __all__ = ["Split", "Splits", "load_digits_splits", "thickness_terciles", "thickness", "caption_ids",
            "caption_strings", "THICKNESS", "DIGIT_NAMES"]
@@ -93,10 +94,10 @@ def load_digits_splits(seed: int, n_pretrain: int = 50, n_gen_fit: int = 60, n_d
     ``n_down``, the rest for testing); the thickness terciles come from the pool P u G u D."""
     from sklearn.datasets import load_digits
 
-    n_pretrain, n_gen_fit = as_int(n_pretrain, "n_pretrain"), as_int(n_gen_fit, "n_gen_fit")
-    n_down = as_int(n_down, "n_down", minimum=0)
+    n_pretrain, n_gen_fit = as_positive_int(n_pretrain, "n_pretrain"), as_positive_int(n_gen_fit, "n_gen_fit")
+    n_down = as_positive_int(n_down, "n_down", minimum=0)
     X, Y = load_digits(return_X_y=True)
-    rng = np.random.default_rng(as_int(seed, "seed", minimum=0))
+    rng = np.random.default_rng(as_positive_int(seed, "seed", minimum=0))
     parts = {k: [] for k in "PGDT"}
     sizes = (n_pretrain, n_gen_fit, n_down)
     for c in range(10):

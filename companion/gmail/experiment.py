@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import N_CAPTIONS, as_batch, as_int, as_nonneg, as_positive
+from ._checks import N_CAPTIONS, as_batch
+from ..validation import as_nonnegative, as_positive, as_positive_int
 from .data import Split, load_digits_splits
 from .generator import PCAGaussGenerator
 from .metrics import caption_accuracy, caption_retrieval, concentration, domain_classifier_accuracy, paired_cosine
@@ -38,7 +39,7 @@ class Budget:
     def __post_init__(self):
         for name in ("gen_per_real", "max_ratio", "n_heldout", "fr_epochs", "lora_steps", "head_steps", "batch",
                      "rank", "n_down"):
-            as_int(getattr(self, name), name)
+            as_positive_int(getattr(self, name), name)
         as_positive(self.lr, "lr")
         as_positive(self.align_lr, "align_lr")
 
@@ -63,7 +64,7 @@ class Experiment:
     generated/real test pairs for the gap."""
 
     def __init__(self, seed: int, text_bank: torch.Tensor, budget: Budget = Budget(), device="cpu"):
-        self.seed, self.budget = as_int(seed, "seed", minimum=0), budget
+        self.seed, self.budget = as_positive_int(seed, "seed", minimum=0), budget
         self.text_bank = as_batch(text_bank, "text_bank").to(device)
         if len(self.text_bank) != N_CAPTIONS:
             raise ValueError(f"text_bank: expected {N_CAPTIONS} caption embeddings, got {len(self.text_bank)}")
@@ -74,8 +75,8 @@ class Experiment:
         self.generator = PCAGaussGenerator().fit(G.x, G.y, G.cap, self.splits.thresholds)
         caps = torch.arange(N_CAPTIONS, device=device)
         D = self.splits.D
-        as_int(budget.gen_per_real, "budget.gen_per_real")
-        as_int(budget.max_ratio, "budget.max_ratio", minimum=budget.gen_per_real)
+        as_positive_int(budget.gen_per_real, "budget.gen_per_real")
+        as_positive_int(budget.max_ratio, "budget.max_ratio", minimum=budget.gen_per_real)
         # one generated image per real downstream caption, repeated: the first k * len(D) rows are
         # the k:1 set, each paired with the real image of D whose caption made it
         self.src_gen = torch.arange(len(D.x), device=device).repeat(budget.max_ratio)
@@ -94,7 +95,7 @@ class Experiment:
         self._before: dict = {}
 
     def _n(self, ratio: int | None) -> int:
-        ratio = self.budget.gen_per_real if ratio is None else as_int(ratio, "ratio", minimum=1)
+        ratio = self.budget.gen_per_real if ratio is None else as_positive_int(ratio, "ratio", minimum=1)
         if ratio > self.budget.max_ratio:
             raise ValueError(f"ratio: expected an integer in [1, {self.budget.max_ratio}] (budget.max_ratio), "
                              f"got {ratio}")
@@ -108,11 +109,11 @@ class Experiment:
         """The generated training images at fingerprint strength ``gamma``, ``ratio`` per real image
         of D (default: the budget's ``gen_per_real``)."""
         n = self._n(ratio)
-        return self.generator.stamp(self.x_clean[:n], self.cap_gen[:n], as_nonneg(gamma, "gamma"))
+        return self.generator.stamp(self.x_clean[:n], self.cap_gen[:n], as_nonnegative(gamma, "gamma"))
 
     def heldout(self, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
         """Held-out generated images and, for each, a real test image with the same caption."""
-        return self.generator.stamp(self.x_held_clean, self.cap_held, as_nonneg(gamma, "gamma")), self.held_partner
+        return self.generator.stamp(self.x_held_clean, self.cap_held, as_nonnegative(gamma, "gamma")), self.held_partner
 
     def encoder(self, method: str, gamma: float, ratio: int | None = None, pairing: str = "source",
                 **gmail_kwargs):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._checks import N_CAPTIONS, as_batch, as_digits, as_ids, as_images, as_int, as_nonneg
+from ._checks import N_CAPTIONS, as_batch, as_digits, as_ids, as_images
+from ..validation import as_nonnegative, as_positive_int
 from .data import thickness
 
 __all__ = ["fingerprint", "PCAGaussGenerator", "FINGERPRINT_SCALE"]
@@ -25,10 +26,10 @@ def fingerprint(c: int, gamma: float) -> torch.Tensor:
 
     ``C[i, j] = (-1)^(i+j)`` is a checkerboard and ``s_c`` a sign mask seeded by ``1234 + c``.
     """
-    c = as_int(c, "c", minimum=0)
+    c = as_positive_int(c, "c", minimum=0)
     if c > 9:
         raise ValueError(f"c: expected a digit in 0..9, got {c}")
-    gamma = as_nonneg(gamma, "gamma")
+    gamma = as_nonnegative(gamma, "gamma")
     i, j = np.indices((8, 8))
     signs = np.random.default_rng(1234 + c).choice([-1.0, 1.0], size=(8, 8))
     return torch.tensor(gamma * FINGERPRINT_SCALE * (-1.0) ** (i + j) * signs, dtype=torch.float32).reshape(64)
@@ -40,10 +41,10 @@ class PCAGaussGenerator:
     S_ca = (n_ca S^_ca + nu S_c) / (n_ca + nu) + 1e-3 I."""
 
     def __init__(self, n_components: int = 12, nu: float = 10.0):
-        self.k = as_int(n_components, "n_components")
+        self.k = as_positive_int(n_components, "n_components")
         if self.k > 64:
             raise ValueError(f"n_components: expected at most 64, got {self.k}")
-        self.nu = as_nonneg(nu, "nu")
+        self.nu = as_nonnegative(nu, "nu")
         self.fitted = False
 
     def fit(self, x: torch.Tensor, y: torch.Tensor, cap: torch.Tensor, thresholds: torch.Tensor):
@@ -81,11 +82,11 @@ class PCAGaussGenerator:
         if not self.fitted:
             raise ValueError("generator: call fit() before sampling")
         cap = as_ids(cap, "cap")
-        rng = np.random.default_rng(as_int(seed, "seed", minimum=0))
+        rng = np.random.default_rng(as_positive_int(seed, "seed", minimum=0))
         ids = cap.cpu().numpy()
         out = np.zeros((len(ids), 64))
         todo = np.arange(len(ids))
-        for attempt in range(as_int(retries, "retries", minimum=0) + 1):
+        for attempt in range(as_positive_int(retries, "retries", minimum=0) + 1):
             eps = rng.standard_normal((len(todo), self.k))
             z = self.means[ids[todo]] + np.einsum("nij,nj->ni", self.chol[ids[todo]], eps)
             out[todo] = np.clip(self.mu + z @ self.U.T, 0.0, 1.0)

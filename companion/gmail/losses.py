@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._checks import as_batch, as_ids, as_positive, as_scalar, nonzero_rows, same_rows
+from ._checks import as_batch, as_ids, as_scalar, nonzero_rows, same_rows
+from ..validation import as_positive
 
 __all__ = ["caption_ce_loss", "gen_real_alignment_loss", "caption_logits"]
 

@@ -6,7 +6,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ._checks import as_batch, as_ids, as_int, same_rows
+from ._checks import as_batch, as_ids, same_rows
+from ..validation import as_positive_int
 from .losses import caption_logits
 
 __all__ = ["paired_cosine", "domain_classifier_accuracy", "concentration", "caption_retrieval", "caption_accuracy"]
@@ -41,10 +42,10 @@ def domain_classifier_accuracy(z_real: torch.Tensor, z_gen: torch.Tensor, folds:
     from sklearn.model_selection import StratifiedKFold, cross_val_score
 
     z_real, z_gen = as_batch(z_real, "z_real"), as_batch(z_gen, "z_gen", dim=z_real.shape[1])
-    folds = as_int(folds, "folds", minimum=2)
+    folds = as_positive_int(folds, "folds", minimum=2)
     X = torch.cat([z_real, z_gen]).detach().double().cpu().numpy()
     y = np.r_[np.zeros(len(z_real)), np.ones(len(z_gen))]
-    cv = StratifiedKFold(folds, shuffle=True, random_state=as_int(seed, "seed", minimum=0))
+    cv = StratifiedKFold(folds, shuffle=True, random_state=as_positive_int(seed, "seed", minimum=0))
     return float(cross_val_score(LogisticRegression(solver="liblinear", random_state=0), X, y, cv=cv).mean())
 
 

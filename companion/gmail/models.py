@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import as_batch, as_int, as_positive
+from ._checks import as_batch
+from ..validation import as_positive, as_positive_int
 
 __all__ = ["ImageEncoder", "LoRALinear", "add_lora", "DualEncoder", "CaptionHead", "checksum"]
 
@@ -24,7 +25,7 @@ class ImageEncoder(nn.Module):
         super().__init__()
         self.backbone = nn.Sequential(nn.Linear(64, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
                                       nn.Linear(hidden, feat), nn.GELU())
-        self.proj = nn.Linear(feat, as_int(dim, "dim"))
+        self.proj = nn.Linear(feat, as_positive_int(dim, "dim"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.normalize(self.proj(self.backbone(x)), dim=-1)
@@ -38,7 +39,7 @@ class LoRALinear(nn.Module):
         super().__init__()
         if not isinstance(base, nn.Linear):
             raise ValueError(f"base: expected an nn.Linear, got {type(base).__name__}")
-        self.rank = as_int(rank, "rank")
+        self.rank = as_positive_int(rank, "rank")
         self.scale = as_positive(alpha, "alpha") / self.rank
         self.base = base.requires_grad_(False)
         w = base.weight
@@ -96,7 +97,7 @@ class CaptionHead(nn.Module):
 
     def __init__(self, dim: int = 384, hidden: int = 128):
         super().__init__()
-        dim, hidden = as_int(dim, "dim"), as_int(hidden, "hidden")
+        dim, hidden = as_positive_int(dim, "dim"), as_positive_int(hidden, "hidden")
         self.net = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
         self.log_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import torch
 
-from ._checks import as_batch, as_ids, as_images, as_int, as_nonneg, as_positive
+from ._checks import as_batch, as_ids, as_images
+from ..validation import as_nonnegative, as_positive, as_positive_int
 from .data import Split
 from .losses import _alignment, _caption_ce
 from .models import CaptionHead, DualEncoder, ImageEncoder
@@ -46,7 +47,7 @@ def _shift(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 
 def _generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(as_int(seed, "seed", minimum=0))
+    return torch.Generator().manual_seed(as_positive_int(seed, "seed", minimum=0))
 
 
 def pretrain_real_encoder(P: Split, text_bank: torch.Tensor, epochs: int = 150, batch: int = 64,
@@ -56,11 +57,11 @@ def pretrain_real_encoder(P: Split, text_bank: torch.Tensor, epochs: int = 150, 
     its logit scale kept as the buffer ``log_scale``."""
     x, cap = as_images(P.x, "P.x"), as_ids(P.cap, "P.cap", len(P.x))
     text_bank = as_batch(text_bank, "text_bank")
-    torch.manual_seed(as_int(seed, "seed", minimum=0))
+    torch.manual_seed(as_positive_int(seed, "seed", minimum=0))
     f_r = ImageEncoder(dim=text_bank.shape[1]).to(x.device)
     log_scale = torch.nn.Parameter(torch.tensor(math.log(1 / 0.07), device=x.device))
     gen = _generator(seed)
-    batch = as_int(batch, "batch")
+    batch = as_positive_int(batch, "batch")
     per_epoch = math.ceil(len(x) / batch)
     order = []
 
@@ -70,7 +71,7 @@ def pretrain_real_encoder(P: Split, text_bank: torch.Tensor, epochs: int = 150, 
         i = order[0][(step % per_epoch) * batch:(step % per_epoch + 1) * batch]
         return _caption_ce(f_r(_shift(x[i], gen)), text_bank, cap[i], log_scale)
 
-    _fit(list(f_r.parameters()) + [log_scale], loss, as_int(epochs, "epochs") * per_epoch, lr)
+    _fit(list(f_r.parameters()) + [log_scale], loss, as_positive_int(epochs, "epochs") * per_epoch, lr)
     f_r.register_buffer("log_scale", log_scale.detach().clone())
     return f_r.requires_grad_(False).eval()
 
@@ -96,7 +97,7 @@ def finetune_naive(f_r: ImageEncoder, x: torch.Tensor, cap: torch.Tensor, text_b
     generated images pooled, generated treated as real). Use its ``embed_gen`` for *every* image."""
     text_bank = as_batch(text_bank, "text_bank")
     x, cap = as_images(x, "x"), as_ids(cap, "cap", len(x), n_captions=len(text_bank))
-    torch.manual_seed(as_int(seed, "seed", minimum=0))
+    torch.manual_seed(as_positive_int(seed, "seed", minimum=0))
     enc = DualEncoder(f_r, rank=rank)
     gen = _generator(seed)
 
@@ -104,7 +105,7 @@ def finetune_naive(f_r: ImageEncoder, x: torch.Tensor, cap: torch.Tensor, text_b
         i = torch.randint(0, len(x), (batch,), generator=gen).to(x.device)
         return _caption_ce(enc._gen(x[i]), text_bank, cap[i], f_r.log_scale)
 
-    _fit(enc.trainable(), loss, as_int(steps, "steps"), as_positive(lr, "lr"))
+    _fit(enc.trainable(), loss, as_positive_int(steps, "steps"), as_positive(lr, "lr"))
     return enc.eval()
 
 
@@ -132,12 +133,12 @@ def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x
     cap_gen, cap_pool = as_ids(cap_gen, "cap_gen", len(x_gen)), as_ids(cap_pool, "cap_pool", len(x_pool))
     if mode not in ALIGN_MODES:
         raise ValueError(f"mode: expected one of {ALIGN_MODES}, got {mode!r}")
-    lam_txt, tau = as_nonneg(lam_txt, "lam_txt"), as_positive(tau, "tau")
+    lam_txt, tau = as_nonnegative(lam_txt, "lam_txt"), as_positive(tau, "tau")
     if lam_txt > 0 and text_bank is None:
         raise ValueError("text_bank: needed when lam_txt > 0")
     if text_bank is not None:
         text_bank = as_batch(text_bank, "text_bank")
-    batch, steps = as_int(batch, "batch", minimum=2), as_int(steps, "steps", minimum=0)
+    batch, steps = as_positive_int(batch, "batch", minimum=2), as_positive_int(steps, "steps", minimum=0)
     if partners is not None:
         partners = as_ids(partners, "partners", len(x_gen), n_captions=len(x_pool))
         if not bool((cap_pool[partners] == cap_gen).all()):
@@ -145,7 +146,7 @@ def train_gmail(f_r: ImageEncoder, x_gen: torch.Tensor, cap_gen: torch.Tensor, x
             raise ValueError(f"partners: generated image {bad} is paired with a real image of another caption")
     if not isinstance(learn_tau, bool):
         raise ValueError(f"learn_tau: expected a bool, got {learn_tau!r}")
-    torch.manual_seed(as_int(seed, "seed", minimum=0))
+    torch.manual_seed(as_positive_int(seed, "seed", minimum=0))
     dual = DualEncoder(f_r, rank=rank)
     log_inv_tau = torch.nn.Parameter(torch.tensor(math.log(1 / tau), device=x_gen.device))
     dual.proj_g.requires_grad_(bool(own_projection))
@@ -185,7 +186,7 @@ def train_head(z: torch.Tensor, cap: torch.Tensor, text_bank: torch.Tensor, step
     text_bank = as_batch(text_bank, "text_bank")
     z = as_batch(z, "z", dim=text_bank.shape[1]).detach()
     cap = as_ids(cap, "cap", len(z), n_captions=len(text_bank))
-    torch.manual_seed(as_int(seed, "seed", minimum=0))
+    torch.manual_seed(as_positive_int(seed, "seed", minimum=0))
     head = CaptionHead(dim=z.shape[1]).to(z.device)
     gen = _generator(seed)
 
@@ -193,5 +194,5 @@ def train_head(z: torch.Tensor, cap: torch.Tensor, text_bank: torch.Tensor, step
         i = torch.randint(0, len(z), (batch,), generator=gen).to(z.device)
         return _caption_ce(head(z[i]), text_bank, cap[i], head.log_scale)
 
-    _fit(list(head.parameters()), loss, as_int(steps, "steps"), as_positive(lr, "lr"))
+    _fit(list(head.parameters()), loss, as_positive_int(steps, "steps"), as_positive(lr, "lr"))
     return head.eval()
