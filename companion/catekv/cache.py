@@ -105,7 +105,8 @@ class HybridKVCache:
 
     def append(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor) -> None:
         """Append the new token's K/V [B, Hkv, D] to every head of ``layer``."""
-        self.groups[layer] = [(hi, torch.cat([k, k_new[:, hi, None]], 2), torch.cat([v, v_new[:, hi, None]], 2))
+        self.groups[layer] = [(hi, torch.cat([k, k_new[:, hi, None]], 2),
+                               torch.cat([v, v_new[:, hi, None]], 2))
                               for hi, k, v in self.groups[layer]]
 
     def lengths(self, layer: int) -> torch.Tensor:

@@ -160,12 +160,13 @@ def static_head_mask(cv: torch.Tensor, adaptive_ratio: float, ranking: str = "vo
                      ties: str = "keep") -> torch.Tensor:
     """The static head mask (True = adaptive) from per-sample CVs ``cv`` [N, L, Hkv].
 
-    ``ranking="vote"`` (the official ``static.py``): the heads with at least as many :func:`head_votes`
-    as the ``ceil(r L Hkv)``-th most voted head are adaptive. With ``ties="keep"`` (the official rule)
-    every head tied with that one is adaptive too, so the mask can hold more than ``ceil(r L Hkv)``
-    heads; ``ties="mean-cv"`` (an ablation) keeps exactly ``ceil(r L Hkv)``, breaking ties by the
-    lower mean CV. ``ranking="mean"``: the ``ceil(r L Hkv)`` heads with the lowest CV averaged over
-    the samples (``ties`` does not apply).
+    ``ranking="vote"`` (the official ``static.py``): the heads with at least as many
+    :func:`head_votes` as the ``ceil(r L Hkv)``-th most voted head are adaptive. With
+    ``ties="keep"`` (the official rule) every head tied with that one is adaptive too, so
+    the mask can hold more than ``ceil(r L Hkv)`` heads; ``ties="mean-cv"`` (an ablation)
+    keeps exactly ``ceil(r L Hkv)``, breaking ties by the lower mean CV.
+    ``ranking="mean"``: the ``ceil(r L Hkv)`` heads with the lowest CV averaged over the
+    samples (``ties`` does not apply).
     """
     ranking = as_choice(ranking, "ranking", ("vote", "mean"))
     ties = as_choice(ties, "ties", ("keep", "mean-cv"))
@@ -181,7 +182,8 @@ def static_head_mask(cv: torch.Tensor, adaptive_ratio: float, ranking: str = "vo
         mask = votes >= threshold
         return mask.view(L, H)
     if ranking == "vote":
-        order = sorted(range(L * H), key=lambda i: (-votes[i].item(), mean[i].item()))
+        order = sorted(range(L * H),
+                       key=lambda i: (-votes[i].item(), mean[i].item()))
     else:
         order = mean.argsort().tolist()
     mask[order[:n_adaptive]] = True

@@ -70,27 +70,31 @@ def chunk_scores(attn_mid: torch.Tensor, chunk: int) -> torch.Tensor:
     return attn_mid.reshape(*lead, W, T // chunk, chunk).amax(-1).sum(-2)
 
 
-def catekv_select(attn_mid: torch.Tensor, n: int, is_adaptive: torch.Tensor, cfg: CateKVConfig,
-                  critical: bool = True) -> list[torch.Tensor]:
+def catekv_select(attn_mid: torch.Tensor, n: int, is_adaptive: torch.Tensor,
+                  cfg: CateKVConfig, critical: bool = True) -> list[torch.Tensor]:
     """CateKV's kept positions per KV head, eq. (catekv-keep).
 
     ``attn_mid`` [B, Hkv, W, T_mid] (from :func:`~companion.catekv.heads.middle_attention`);
-    ``is_adaptive`` [Hkv] bool. An adaptive head keeps all ``n`` positions. A consistent head keeps the
-    sink, its top ``(B - I - R) / c`` chunks by soft score, and the recent window with the tail.
-    ``critical=False`` is the ablation that spends the critical-token budget on a longer recent window.
+    ``is_adaptive`` [Hkv] bool. An adaptive head keeps all ``n`` positions. A consistent
+    head keeps the sink, its top ``(B - I - R) / c`` chunks by soft score, and the recent
+    window with the tail. ``critical=False`` is the ablation that spends the critical-token
+    budget on a longer recent window.
     """
     n = as_positive_int(n, "n")
     if n <= cfg.consistent_length(n):
-        raise ValueError(f"n: a prompt of {n} tokens is not longer than the budget ({cfg.consistent_length(n)})")
+        raise ValueError(f"n: a prompt of {n} tokens is not longer than the budget "
+                         f"({cfg.consistent_length(n)})")
     start, end, M = middle_region(n, cfg.chunk, cfg.init, cfg.recent, cfg.tail_reserve)
     if not torch.isfinite(attn_mid).all():
         raise ValueError("attn_mid: contains NaN or Inf")
     B, H, W, T = attn_mid.shape
     if T != end - start:
-        raise ValueError(f"attn_mid: expected {end - start} middle tokens for n = {n}, got {T}")
+        raise ValueError(
+            f"attn_mid: expected {end - start} middle tokens for n = {n}, got {T}")
     is_adaptive = torch.as_tensor(is_adaptive, dtype=torch.bool).cpu()
     if is_adaptive.shape != (H,):
-        raise ValueError(f"is_adaptive: expected shape [{H}], got {tuple(is_adaptive.shape)}")
+        raise ValueError(
+            f"is_adaptive: expected shape [{H}], got {tuple(is_adaptive.shape)}")
     dev = attn_mid.device
     sink = torch.arange(cfg.init, device=dev).expand(B, -1)
     keep = []
@@ -98,12 +102,16 @@ def catekv_select(attn_mid: torch.Tensor, n: int, is_adaptive: torch.Tensor, cfg
         if is_adaptive[h]:
             keep.append(torch.arange(n, device=dev).expand(B, n))
         elif critical:
-            top = chunk_scores(attn_mid[:, h], cfg.chunk).topk(cfg.n_critical_chunks, dim=-1).indices  # [B, k]
-            toks = (start + top[..., None] * cfg.chunk + torch.arange(cfg.chunk, device=dev)).flatten(1)
-            keep.append(torch.cat([sink, toks, torch.arange(end, n, device=dev).expand(B, -1)], 1))
-        else:  # no critical tokens: the same bytes as a longer recent window (a streaming head)
+            scores = chunk_scores(attn_mid[:, h], cfg.chunk)
+            top = scores.topk(cfg.n_critical_chunks, dim=-1).indices  # [B, k]
+            offsets = torch.arange(cfg.chunk, device=dev)
+            toks = (start + top[..., None] * cfg.chunk + offsets).flatten(1)
+            recent = torch.arange(end, n, device=dev).expand(B, -1)
+            keep.append(torch.cat([sink, toks, recent], 1))
+        else:  # no critical tokens: their bytes go to a longer recent window
             window = cfg.consistent_length(n) - cfg.init
-            keep.append(torch.cat([sink, torch.arange(n - window, n, device=dev).expand(B, -1)], 1))
+            recent = torch.arange(n - window, n, device=dev).expand(B, -1)
+            keep.append(torch.cat([sink, recent], 1))
     return keep
 
 

@@ -62,8 +62,8 @@ if HAS_TRITON:
         qk_scale, n_kv_heads, num_splits, len_bucket,
         stride_qb, stride_qh, stride_kt, stride_vt,
         stride_ab, stride_ah, stride_as, stride_mb, stride_mh,
-        G: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
-        IEEE: tl.constexpr,
+        G: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr,
+        BLOCK_N: tl.constexpr, IEEE: tl.constexpr,
     ):
         b = tl.program_id(0)
         h = tl.program_id(1)
@@ -79,30 +79,34 @@ if HAS_TRITON:
         d = tl.arange(0, BLOCK_D)
         g_ok = g < G
         qh = h * G + g  # the query heads that read KV head h
-        q = tl.load(Q + head_offset(b, qh, stride_qb, stride_qh)[:, None] + d[None, :], mask=g_ok[:, None],
-                    other=0.0)
+        q_rows = head_offset(b, qh, stride_qb, stride_qh)
+        q = tl.load(Q + q_rows[:, None] + d[None, :], mask=g_ok[:, None], other=0.0)
 
-        m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)  # running maximum (base 2)
+        # running maximum (base 2)
+        m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
         acc = tl.zeros([BLOCK_G, BLOCK_D], dtype=tl.float32)
         for block_start in range(lo, hi, BLOCK_N):
             n = block_start + tl.arange(0, BLOCK_N)
             n_ok = n < hi
-            rows = row_offsets(start_row + n, stride_kt)  # 64-bit: T * D passes 2**31 on long caches
+            # 64-bit offsets: T * D passes 2**31 on long caches
+            rows = row_offsets(start_row + n, stride_kt)
             k = tl.load(K + rows[:, None] + d[None, :], mask=n_ok[:, None], other=0.0)
             if IEEE:
                 scores = tl.dot(q, tl.trans(k), input_precision="ieee")
             else:
                 scores = tl.dot(q, tl.trans(k))
             scores = tl.where(n_ok[None, :], scores * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(scores, 1))  # finite: every tile holds >= 1 valid row
+            # finite: every tile holds at least one valid row
+            m_new = tl.maximum(m_i, tl.max(scores, 1))
             alpha = tl.exp2(m_i - m_new)
             p = tl.exp2(scores - m_new[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(V + row_offsets(start_row + n, stride_vt)[:, None] + d[None, :], mask=n_ok[:, None],
-                        other=0.0)
+            v_rows = row_offsets(start_row + n, stride_vt)
+            v = tl.load(V + v_rows[:, None] + d[None, :], mask=n_ok[:, None], other=0.0)
             if IEEE:
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v,
+                                                    input_precision="ieee")
             else:
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new

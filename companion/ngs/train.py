@@ -52,7 +52,8 @@ RECIPES = {
 }
 
 
-def pomo_loss(policy: AttentionPolicy, coords: torch.Tensor, generator: torch.Generator | None = None):
+def pomo_loss(policy: AttentionPolicy, coords: torch.Tensor,
+              generator: torch.Generator | None = None):
     """The POMO loss of eq. (ngs-pomo) on one batch, and the mean tour length."""
     B, n, _ = coords.shape
     starts = torch.arange(n, device=coords.device).expand(B, n)

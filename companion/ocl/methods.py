@@ -51,18 +51,21 @@ def occlusion_views(tokens: torch.Tensor, mask_ratio: float,
                     generator: torch.Generator | None = None):
     """Two disjoint occluded views of each image, eq. (ocl-views).
 
-    Per sample, a uniform random permutation of the L tokens; its first K entries survive the
-    mask and are split in half: view A gets the first K/2, view B the next K/2. Returns
-    ``(view_a, view_b, idx_a, idx_b)`` with views ``[B, K/2, D]`` and indices ``[B, K/2]``.
+    Per sample, a uniform random permutation of the L tokens; its first K entries
+    survive the mask and are split in half: view A gets the first K/2, view B the next
+    K/2. Returns ``(view_a, view_b, idx_a, idx_b)`` with views ``[B, K/2, D]`` and indices
+    ``[B, K/2]``.
     """
-    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 3 or tokens.shape[0] == 0:
+    is_tensor = isinstance(tokens, torch.Tensor)
+    if not is_tensor or tokens.dim() != 3 or tokens.shape[0] == 0:
         raise ValueError(f"tokens: expected [B>=1, L, D], got "
-                         f"{tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else tokens!r}")
+                         f"{tuple(tokens.shape) if is_tensor else tokens!r}")
     if not bool(torch.isfinite(tokens).all()):
         raise ValueError("tokens: must be finite, got NaN or inf")
     B, L, D = tokens.shape
     K = keep_count(L, mask_ratio)
-    noise = torch.rand(B, L, generator=generator, device=generator.device if generator else "cpu")
+    device = generator.device if generator else "cpu"
+    noise = torch.rand(B, L, generator=generator, device=device)
     keep = noise.to(tokens.device).argsort(dim=1)[:, :K]
     idx_a, idx_b = keep[:, : K // 2], keep[:, K // 2:]
 

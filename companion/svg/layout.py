@@ -50,11 +50,13 @@ class VideoLayout:
 def token_major_perm(layout: VideoLayout) -> torch.Tensor:
     """``perm`` with ``x_token_major = x_frame_major[..., perm, :]``: ``perm[pi(i)] = i``.
 
-    Position ``c + p F + f`` of the token-major sequence holds frame-major token ``c + f S + p``.
+    Position ``c + p F + f`` of the token-major sequence holds frame-major token
+    ``c + f S + p``.
     """
     as_instance(layout, "layout", VideoLayout)
     c, F, S = layout.c, layout.frames, layout.frame_size
-    video = torch.arange(F * S).view(F, S).t().reshape(-1)  # row p of (S, F) lists frames of patch p
+    # row p of the (S, F) transpose lists the frames of patch p
+    video = torch.arange(F * S).view(F, S).t().reshape(-1)
     return torch.cat([torch.arange(c), c + video])
 
 

@@ -71,23 +71,29 @@ def _check(q, k, v, masks):
 
 
 def profile_heads(q, k, v, masks: Sequence[torch.Tensor], num_rows: int,
-                  generator: torch.Generator | None = None, row_range: tuple[int, int] | None = None):
-    """``(mse [M, B, H], best [B, H])`` from ``num_rows`` query rows drawn without replacement.
+                  generator: torch.Generator | None = None,
+                  row_range: tuple[int, int] | None = None):
+    """``(mse [M, B, H], best [B, H])`` from ``num_rows`` query rows drawn without
+    replacement.
 
-    ``row_range=(lo, hi)`` draws the rows from ``[lo, hi)`` only (the paper's HunyuanVideo code
-    samples the first 10,000 rows).
+    ``row_range=(lo, hi)`` draws the rows from ``[lo, hi)`` only (the paper's HunyuanVideo
+    code samples the first 10,000 rows).
     """
     _check(q, k, v, masks)
     n = q.shape[2]
     lo, hi = (0, n) if row_range is None else row_range
     if not (0 <= lo < hi <= n):
-        raise ValueError(f"row_range: expected 0 <= lo < hi <= N = {n}, got {row_range}")
+        raise ValueError(
+            f"row_range: expected 0 <= lo < hi <= N = {n}, got {row_range}")
     num_rows = as_positive_int(num_rows, "num_rows")
     if num_rows > hi - lo:
-        raise ValueError(f"num_rows: at most {hi - lo} rows can be drawn without replacement, got {num_rows}")
+        raise ValueError(f"num_rows: at most {hi - lo} rows can be drawn without "
+                         f"replacement, got {num_rows}")
     rows = lo + torch.randperm(hi - lo, generator=generator)[:num_rows]
     full = rows_attention(q, k, v, rows)
-    mse = torch.stack([(rows_attention(q, k, v, rows, m) - full).pow(2).mean((-1, -2)) for m in masks])
+    errors = [(rows_attention(q, k, v, rows, m) - full).pow(2).mean((-1, -2))
+              for m in masks]
+    mse = torch.stack(errors)
     return mse, mse.argmin(0)
 
 

@@ -36,25 +36,30 @@ __all__ = ["svg_attention", "SparseSampler", "MODES"]
 MODES = ("dense", "svg", "static", "spatial", "temporal", "oracle", "random")
 
 
-def svg_attention(q, k, v, layout: VideoLayout, is_temporal: torch.Tensor, block_mask: torch.Tensor,
-                  block: int = 16, backend: str = "auto") -> torch.Tensor:
-    """Per-head spatial/temporal attention with one shared block mask: permute, kernel, permute back.
+def svg_attention(q, k, v, layout: VideoLayout, is_temporal: torch.Tensor,
+                  block_mask: torch.Tensor, block: int = 16,
+                  backend: str = "auto") -> torch.Tensor:
+    """Per-head spatial/temporal attention with one shared block mask: permute, kernel,
+    permute back.
 
     ``backend``: ``"triton"`` or ``"torch"`` run
-    :func:`~companion.kernels.block_sparse_attention.block_sparse_attention` with that backend;
-    ``"auto"`` runs the Triton kernel on CUDA tensors and, on a CPU, torch's fused attention with
-    the element mask of the blocks: the same computation (the band never leaves a row empty),
-    an order of magnitude faster there than the kernel's float32 reference.
+    :func:`~companion.kernels.block_sparse_attention.block_sparse_attention` with that
+    backend; ``"auto"`` runs the Triton kernel on CUDA tensors and, on a CPU, torch's fused
+    attention with the element mask of the blocks: the same computation (the band never
+    leaves a row empty), an order of magnitude faster there than the kernel's float32
+    reference.
     """
     if backend not in ("auto", "triton", "torch"):
-        raise ValueError(f"backend: expected 'auto', 'triton' or 'torch', got {backend!r}")
+        raise ValueError(
+            f"backend: expected 'auto', 'triton' or 'torch', got {backend!r}")
     layout.check_length(q.shape[2], "q")
     qt, kt, vt = (to_token_major(x, layout, is_temporal) for x in (q, k, v))
     if backend == "auto" and not q.is_cuda:
         mask = expand_block_mask(block_mask.to(q.device), block, q.shape[2])
         out = F_.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask)
     else:
-        out = block_sparse_attention(qt, kt, vt, block_mask, block, backend=backend, check_finite=False)
+        out = block_sparse_attention(qt, kt, vt, block_mask, block, backend=backend,
+                                     check_finite=False)
     return to_frame_major(out, layout, is_temporal)
 
 
