@@ -49,7 +49,8 @@ def _report(problems):
     return "\n".join(f"{p['page']} at {p['width']} px: {p['what']}" for p in problems[:30])
 
 
-@pytest.mark.parametrize("kind", ["page-wider-than-viewport", "cut-box", "eqno-overlap", "mathjax-error"])
+@pytest.mark.parametrize("kind", ["page-wider-than-viewport", "cut-box", "eqno-overlap", "mathjax-error",
+                                  "figure-text-small", "legend-overlap", "figure-unmeasured"])
 def test_no_page_has(layout, kind):
     found = [p for p in layout if p["kind"] == kind]
     assert not found, f"{len(found)} x {kind} (screenshots in _build/browser/):\n" + _report(found)
@@ -87,3 +88,64 @@ def test_the_measurement_catches_what_it_looks_for(tmp_path):
     assert not [p for p in found if p["page"] == "good.html"], found
     links = browser.link_problems(tmp_path)
     assert {(p["page"], p["kind"]) for p in links} == {("bad.html", "broken-link"), ("bad.html", "broken-anchor")}
+
+
+def _figure_png(path, *, width_in, font_pt, legend_loc):
+    """A PNG drawn as a chapter's figure is, carrying companion.plotting's record."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+
+    from companion import plotting
+
+    plotting.use_book_style()
+    fig, ax = plt.subplots(figsize=(width_in, 3), layout="constrained")
+    ax.plot([0, 1, 2, 3], [0, 1, 2, 3], label="rising")
+    ax.plot([0, 3], [3, 0], label="falling")
+    ax.tick_params(labelsize=font_pt)
+    ax.set_xlabel("x", fontsize=font_pt)
+    if legend_loc == "center":
+        ax.legend(loc="center", fontsize=font_pt)
+    else:
+        fig.legend(loc="outside lower center", ncols=2, fontsize=font_pt)
+    fig.savefig(path, format="png", metadata=plotting.png_metadata(plotting.figure_text(fig)))
+    plt.close(fig)
+
+
+def test_the_figure_measurement_catches_small_text_and_legends_over_data(tmp_path):
+    """A wide figure with 6 pt text shown in a phone's column is caught, and so is a legend over
+    its lines; a narrow one with 12 pt text and its legend below the axes is not; a notebook's PNG
+    without the record is reported as unmeasured."""
+    if not shutil.which("chromedriver"):
+        pytest.fail("no Chromium: scripts/setup.sh installs it")
+    _figure_png(tmp_path / "tiny.png", width_in=10, font_pt=6, legend_loc="center")
+    _figure_png(tmp_path / "legible.png", width_in=4.5, font_pt=12, legend_loc="below")
+    from PIL import Image
+
+    Image.new("RGB", (200, 100), "white").save(tmp_path / "plain.png")
+    head = "<html><head><meta name='viewport' content='width=device-width, initial-scale=1'></head>"
+
+    def page(name, image, caption, output=True):
+        body = (f"<figure><img src='{image}' style='max-width:100%;height:auto'><figcaption><p>"
+                f"<span class='caption-number'>{caption} </span>text</p></figcaption></figure>")
+        if output:
+            body = f"<div class='cell_output'>{body}</div>"
+        path = tmp_path / f"{name}.html"
+        path.write_text(head + "<body><article class='bd-article' style='width:340px'>" + body
+                        + "</article></body></html>")
+        return path
+
+    pages = [page("bad", "tiny.png", "Fig. 7"), page("good", "legible.png", "Fig. 8"),
+             page("plain", "plain.png", "Fig. 9"), page("static", "plain.png", "Fig. 10", output=False)]
+    found = browser.measure(tmp_path, widths=(390,), shots=None, only=pages)
+    by_page = {}
+    for p in found:
+        by_page.setdefault(p["page"], []).append(p)
+    bad = by_page.get("bad.html", [])
+    assert {p["kind"] for p in bad} == {"figure-text-small", "legend-overlap"}, found
+    small = next(p for p in bad if p["kind"] == "figure-text-small")
+    assert small["what"].startswith("Fig. 7:") and small["px"] < browser.min_figure_text_px(390), small
+    assert "good.html" not in by_page, found
+    assert [p["kind"] for p in by_page.get("plain.html", [])] == ["figure-unmeasured"], found
+    assert "static.html" not in by_page, found

@@ -9,6 +9,13 @@ page of ``_build/html`` at each width of ``WIDTHS`` and measures what a reader w
 * ``eqno-overlap``: an equation number drawn on top of its formula;
 * ``mathjax-error``: a formula MathJax could not typeset, or MathJax did not load on a page with
   maths;
+* ``figure-text-small``: a figure whose smallest text is displayed under ``MIN_FIGURE_TEXT_PX``
+  CSS pixels at that width. Text inside a PNG is not in the page: ``companion.plotting`` records,
+  when the figure is drawn, the smallest font in pixels of the PNG at its natural size (a PNG
+  text chunk), and the displayed size is that times the displayed width over the natural width;
+* ``legend-overlap``: a figure whose legend lies over text (tick or axis labels, titles) or data,
+  as measured when it was drawn (same record);
+* ``figure-unmeasured``: a notebook's PNG without that record (drawn outside the book's style);
 
 and, without a browser, every relative ``href`` and ``src`` of the site (``broken-link``: the file
 does not exist; ``broken-anchor``: the ``#fragment`` names no ``id`` of its page).
@@ -33,6 +40,15 @@ ROOT = Path(__file__).resolve().parents[1]
 WIDTHS = (390, 1400)
 HEIGHT = 900
 SHOTS = ROOT / "_build" / "browser"
+#: The smallest figure text a reader should meet, in CSS pixels, at a phone's width and at a
+#: desktop's (body text is 16 px).
+MIN_FIGURE_TEXT_PX = {390: 7.0, 1400: 9.0}
+
+
+def min_figure_text_px(width: int) -> float:
+    """The smallest legible figure text at viewport ``width`` (the phone's size below 600 px)."""
+    return MIN_FIGURE_TEXT_PX[390] if width < 600 else MIN_FIGURE_TEXT_PX[1400]
+
 
 #: Measured in the page once MathJax has finished. A box is "cut" when what it draws reaches past
 #: an ancestor that clips (``overflow-x`` hidden or clip) or past the article, with no scrolling
@@ -101,6 +117,18 @@ ready.then(() => {
               what: (e.getAttribute("data-mjx-error") || e.textContent).slice(0, 80)});
   if (maths && loaded() && !article.querySelector("mjx-container"))
     out.push({kind: "mathjax-error", what: "no formula typeset"});
+  // figures: where each image is shown and how wide; Python reads what its PNG records
+  let n = 0;
+  for (const img of article.querySelectorAll("img")) {
+    const r = img.getBoundingClientRect();
+    if (!r.width || !img.naturalWidth) continue;
+    const box = img.closest("figure") || img.closest("div.cell_output") || img;
+    box.setAttribute("data-book-figure", String(++n));
+    const number = box.querySelector?.(".caption-number")?.textContent.trim().replace(/\s+/g, " ");
+    out.push({kind: "_figure", src: img.currentSrc || img.src, natural: img.naturalWidth,
+              shown: r.width, output: !!img.closest("div.cell_output"), index: n,
+              what: number || `image in #${label(img)}`});
+  }
   done(out);
 }).catch((err) => done([{kind: "mathjax-error", what: String(err)}]));
 """
@@ -163,9 +191,49 @@ def driver(width: int):
     return browser
 
 
+def png_record(path: Path) -> dict:
+    """What ``companion.plotting`` recorded in a figure's PNG (its text chunks), or ``{}``."""
+    from PIL import Image
+
+    from companion.plotting import PNG_KEYS
+
+    try:
+        with Image.open(path) as image:
+            text = dict(getattr(image, "text", {}) or {})
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for key, chunk in PNG_KEYS.items():
+        if chunk in text:
+            value = text[chunk]
+            out[key] = json.loads(value) if key == "legend_overlap" else (
+                value if key == "min_font_text" else float(value))
+    return out
+
+
+def figure_problems(figure: dict, width: int) -> list[dict]:
+    """``figure-text-small``, ``legend-overlap`` or ``figure-unmeasured`` for one displayed image
+    (``src``, ``natural`` and ``shown`` widths in px, ``output``: a notebook's output, ``what``:
+    its number), from the record of its PNG."""
+    parts = urlsplit(figure["src"])
+    record = png_record(Path(unquote(parts.path))) if parts.scheme == "file" else {}
+    name = figure["what"]
+    if "min_font_px" not in record:
+        return [{"kind": "figure-unmeasured", "what": name}] if figure.get("output") else []
+    shown = record["min_font_px"] * figure["shown"] / figure["natural"]
+    out = []
+    if shown < min_figure_text_px(width):
+        out.append({"kind": "figure-text-small", "what": f"{name}: {shown:.1f} px "
+                    f"({record['min_font_pt']:g} pt {record.get('min_font_text', '')!r}, shown at "
+                    f"{figure['shown']:.0f} of {figure['natural']} px)", "px": round(shown, 2)})
+    out += [{"kind": "legend-overlap", "what": f"{name}: {o}"} for o in record.get("legend_overlap", [])]
+    return out
+
+
 def measure(site: Path, widths=WIDTHS, *, shots: Path | None = SHOTS, only: list[Path] | None = None) -> list[dict]:
     """The layout problems of every page at every width, one dict per problem
-    (``page``, ``width``, ``kind``, ``what``); a screenshot of each page with one goes to ``shots``."""
+    (``page``, ``width``, ``kind``, ``what``); a screenshot of each page with one goes to ``shots``,
+    and of each figure with one, the figure alone."""
     if shots is not None:
         shutil.rmtree(shots, ignore_errors=True)
         shots.mkdir(parents=True)
@@ -177,12 +245,30 @@ def measure(site: Path, widths=WIDTHS, *, shots: Path | None = SHOTS, only: list
                 browser.get(page.as_uri())
                 found = browser.execute_async_script(_MEASURE, width)
                 where = str(page.relative_to(site))
-                out += [{"page": where, "width": width, **f} for f in found]
-                if found and shots is not None:
-                    browser.save_screenshot(str(shots / f"{where.replace('/', '__')}-{width}.png"))
+                stem = where.replace("/", "__")
+                page_found = [f for f in found if f["kind"] != "_figure"]
+                for figure in (f for f in found if f["kind"] == "_figure"):
+                    problems = figure_problems(figure, width)
+                    page_found += problems
+                    if problems and shots is not None:
+                        _figure_shot(browser, figure["index"], shots / f"{stem}-fig{figure['index']}-{width}.png")
+                out += [{"page": where, "width": width, **f} for f in page_found]
+                if page_found and shots is not None:
+                    browser.save_screenshot(str(shots / f"{stem}-{width}.png"))
         finally:
             browser.quit()
     return out
+
+
+def _figure_shot(browser, index: int, path: Path) -> None:
+    """A screenshot of the ``index``-th figure of the page as it is displayed."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+
+    try:
+        browser.find_element(By.CSS_SELECTOR, f"[data-book-figure='{index}']").screenshot(str(path))
+    except WebDriverException:  # a figure taller than the window, or gone: the page shot will do
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
