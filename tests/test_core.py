@@ -361,3 +361,47 @@ CORE_BAD_INPUTS = [  # one row per public function at least; each refused naming
 def test_core_package_refuses_bad_input_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=f"^{name}"):
         call()
+
+
+# --- issue 49: the checks of companion.validation, new cases and the names they give ---------
+E4 = E5[:4]
+CORE_VALIDATION_BAD_INPUTS = [
+    (lambda: core.type_agreement(E5, np.arange(5), E4, np.arange(5)), "types_t"),
+    (lambda: core.type_agreement(E4, np.arange(5), E5, np.arange(5)), "types_s"),
+    (lambda: core.type_agreement(E5, np.arange(5), E5, np.arange(5)[:, None]), "types_t"),
+    (lambda: core.chance_type_agreement(E5, np.arange(5), E5, None), "types_t"),
+    (lambda: core.manifold_align_loss(torch.randn(3, 2), torch.randn(3, 2),
+                                      probes=torch.randn(4, 3)), "probes"),
+    (lambda: core.manifold_align_loss(torch.randn(3, 2), torch.randn(3, 2),
+                                      probes=torch.full((4, 2), _NAN)), "probes"),
+    (lambda: core.CoRE(torch.eye(3), torch.eye(3), use_align="no"), "use_align"),
+    (lambda: core.CoRE(torch.eye(3), torch.eye(3), use_rec=1), "use_rec"),
+    (lambda: core.CoRE(torch.ones(3, 4), torch.eye(3)), "adj_s"),
+    (lambda: core.CoRE(torch.eye(3), torch.eye(3), d=2.0), "d"),
+    (lambda: core.make_city_pair(n_a=2.0), "n_a"),
+    (lambda: core.make_city_pair(k=True), "k"),
+    (lambda: core.train_core(None, torch.zeros(3, 3), torch.zeros(3, 3)), "model"),
+    (lambda: core.train_core(None, torch.zeros(3, 3), torch.zeros(3, 3), lr=_NAN), "lr"),
+    (lambda: core.train_core(None, torch.zeros(3, 3), torch.zeros(3, 3), n_probes=0),
+     "n_probes"),
+    (lambda: core.untrained_pair("a", "b"), "city_s"),
+    (lambda: core.DenseGAT(3, 2)(torch.ones(3, 3, dtype=torch.long), torch.eye(3)), "x"),
+    (lambda: core.DenseGAT(3, 2, self_loops="x"), "self_loops"),
+    (lambda: core.DenseGAT(2.5, 2), "d_in"),
+    (lambda: core.mobility_loss(torch.randn(3, 2), -torch.ones(3, 3)), "od"),
+    (lambda: core.mobility_loss(torch.randn(3, 2), torch.ones(3, 3, dtype=torch.long) * 0
+                                + torch.full((3, 3), _NAN)), "od"),
+    (lambda: core.latent_probe(E5, np.arange(10.0).reshape(5, 2), alpha=_NAN), "alpha"),
+    (lambda: core.probe_direction_cosine(E5, np.arange(10.0).reshape(5, 2), E5,
+                                         np.arange(10.0).reshape(5, 2), alpha=-1), "alpha"),
+    (lambda: core.coral(E5, E5, eps=_NAN), "eps"),
+    (lambda: core.standardise(np.ones((3, 2), dtype=bool)), "E"),
+    (lambda: core.standardise(np.ones((0, 2))), "E"),
+    (lambda: core.standardise(np.ones(4)), "E"),
+]
+
+
+@pytest.mark.parametrize("call, name", CORE_VALIDATION_BAD_INPUTS)
+def test_core_validation_names_the_argument(call, name):
+    with pytest.raises(ValueError, match=f"^{name}:"):
+        call()

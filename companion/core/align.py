@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.validation import as_positive_int
+from companion.validation import as_float_array, as_instance, as_positive, as_positive_int
 
 
 def _emb(E, name: str, d: int | None = None) -> np.ndarray:
+    """An (N, d) real-valued embedding with N >= 2 rows, as float64 (integers allowed)."""
     raw = np.asarray(E)
-    if raw.dtype == np.bool_ or not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+    if raw.dtype == np.bool_ or raw.dtype.kind not in "iuf":  # as_float_array would parse strings
         raise ValueError(f"{name}: expected a real-valued (N, d) array, got dtype {raw.dtype}")
-    E = raw.astype(float)
+    E = as_float_array(raw, name) if raw.size else raw.astype(float)
     if E.ndim != 2 or len(E) < 2:
         raise ValueError(f"{name}: expected a 2-D array (N, d) with N >= 2, got shape {E.shape}")
     if d is not None and E.shape[1] != d:
         raise ValueError(f"{name}: expected {d} columns, got {E.shape[1]}")
-    if not np.isfinite(E).all():
-        raise ValueError(f"{name}: contains NaN or infinite values")
     return E
 
 
@@ -31,8 +30,7 @@ def coral(Es, Et, eps: float = 1e-3) -> np.ndarray:
     plus eps I): the target's first two moments become the source's."""
     Es = _emb(Es, "Es")
     Et = _emb(Et, "Et", Es.shape[1])
-    if not eps > 0:
-        raise ValueError(f"eps: expected a positive ridge, got {eps!r}")
+    eps = as_positive(eps, "eps")
     eye = np.eye(Es.shape[1])
     C_s, C_t = np.cov(Es.T) + eps * eye, np.cov(Et.T) + eps * eye
     return (Et - Et.mean(0)) @ _sqrtm(C_t, -0.5) @ _sqrtm(C_s, 0.5) + Es.mean(0)
@@ -64,8 +62,7 @@ def anchor_pairs(z_s, z_t, n: int | None = 20, mutual: bool = True) -> tuple[np.
     z_t = _emb(z_t, "z_t", z_s.shape[1])
     if n is not None:
         n = as_positive_int(n, "n")
-    if not isinstance(mutual, (bool, np.bool_)):
-        raise ValueError(f"mutual: expected a bool, got {mutual!r}")
+    mutual = bool(as_instance(mutual, "mutual", (bool, np.bool_)))
     d = np.linalg.norm(z_s[:, None] - z_t[None], axis=-1)
     i_of_j, j_of_i = d.argmin(0), d.argmin(1)
     j = np.arange(len(z_t))

@@ -3,12 +3,17 @@ region-level alignment diagnostics."""
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from scipy.stats import spearmanr
 
-from companion.validation import as_choice, as_float_array, as_positive_int
+from companion.validation import (
+    as_choice,
+    as_float_array,
+    as_index_tensor,
+    as_instance,
+    as_positive,
+    as_positive_int,
+)
 
 from .align import _emb
 
@@ -17,13 +22,6 @@ def standardise(E) -> np.ndarray:
     """Each column to mean 0, standard deviation 1, with the city's own (unlabelled) statistics."""
     E = _emb(E, "E")
     return (E - E.mean(0)) / np.maximum(E.std(0), 1e-12)
-
-
-def _alpha(alpha) -> float:
-    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, numbers.Real) or not np.isfinite(alpha) \
-            or alpha <= 0:
-        raise ValueError(f"alpha: expected a finite ridge penalty > 0, got {alpha!r}")
-    return float(alpha)
 
 
 def _ridge(X: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> tuple[np.ndarray, float]:
@@ -37,14 +35,15 @@ def _ridge(X: np.ndarray, y: np.ndarray, alpha: float = 1.0) -> tuple[np.ndarray
 def _labels(y, name: str, n: int) -> np.ndarray:
     """Real-valued labels, one per region, not all equal."""
     arr = np.asarray(y)
-    if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise ValueError(f"{name}: expected real-valued labels (integers or floats), got dtype {arr.dtype}")
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":  # as_float_array parses strings
+        raise ValueError(f"{name}: expected real-valued labels (integers or floats), got dtype "
+                         f"{arr.dtype}")
     y = as_float_array(arr, name)
     if y.shape != (n,):
         raise ValueError(f"{name}: expected {n} labels, one per region, got shape {y.shape}")
     if np.ptp(y) == 0:
-        raise ValueError(f"{name}: all {n} labels are equal ({y[0]:g}); a constant target has nothing to "
-                         "fit or to explain")
+        raise ValueError(f"{name}: all {n} labels are equal ({y[0]:g}); a constant target has "
+                         "nothing to fit or to explain")
     return y
 
 
@@ -59,9 +58,8 @@ def transfer_eval(Es, ys, Et, yt, protocol: str = "log", alpha: float = 1.0,
       to mean 0 and unit variance with its own statistics).
     """
     protocol = as_choice(protocol, "protocol", ("official", "log"))
-    alpha = _alpha(alpha)
-    if not isinstance(standardised, (bool, np.bool_)):
-        raise ValueError(f"standardised: expected a bool, got {standardised!r}")
+    alpha = as_positive(alpha, "alpha")
+    as_instance(standardised, "standardised", (bool, np.bool_))
     Es = _emb(Es, "Es")
     Et = _emb(Et, "Et", Es.shape[1])
     ys, yt = _labels(ys, "ys", len(Es)), _labels(yt, "yt", len(Et))
@@ -99,7 +97,7 @@ def latent_probe(E, z, folds: int = 5, alpha: float = 1.0, seed: int = 0) -> flo
     folds = as_positive_int(folds, "folds", minimum=2)
     if folds > len(E):
         raise ValueError(f"folds: expected at most {len(E)} folds (one region each), got {folds}")
-    alpha = _alpha(alpha)
+    alpha = as_positive(alpha, "alpha")
     order = np.random.default_rng(seed).permutation(len(E))
     pred = np.empty_like(z)
     for part in np.array_split(order, folds):
@@ -121,21 +119,15 @@ def probe_direction_cosine(Es, z_s, Et, z_t, alpha: float = 1.0) -> np.ndarray:
     z_t = _latent(z_t, "z_t", len(Et))
     if z_t.shape[1] != z_s.shape[1]:
         raise ValueError(f"z_t: expected {z_s.shape[1]} latent coordinates like z_s, got {z_t.shape[1]}")
-    alpha = _alpha(alpha)
+    alpha = as_positive(alpha, "alpha")
     Ws, Wt = _ridge(Es, z_s, alpha)[0], _ridge(Et, z_t, alpha)[0]
     norm = np.maximum(np.linalg.norm(Ws, axis=0) * np.linalg.norm(Wt, axis=0), 1e-300)
     return (Ws * Wt).sum(0) / norm
 
 
 def _types(types, name: str, n: int) -> np.ndarray:
-    arr = np.asarray(types)
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{name}: expected integer type labels, got dtype {arr.dtype}")
-    if arr.shape != (n,):
-        raise ValueError(f"{name}: expected {n} type labels, one per region, got shape {arr.shape}")
-    if (arr < 0).any():
-        raise ValueError(f"{name}: expected type labels >= 0, got {arr.min()}")
-    return arr
+    """Integer type labels >= 0, one per region."""
+    return as_index_tensor(types, name, n=n).numpy()
 
 
 def _nearest_source(Es, Et, standardised: bool = False) -> np.ndarray:

@@ -14,20 +14,31 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from companion.validation import as_choice, as_instance
+from companion.validation import (
+    as_choice,
+    as_finite_tensor,
+    as_instance,
+    as_positive,
+    as_positive_int,
+)
 
 
-def _matrix(x, name: str, cols: int | None = None) -> None:
-    if not isinstance(x, torch.Tensor) or x.ndim != 2 or x.shape[0] < 1:
-        shape = getattr(x, "shape", type(x).__name__)
-        raise ValueError(f"{name}: expected a 2-D tensor (N, d) with N >= 1, got {shape}")
-    if cols is not None and x.shape[1] != cols:
-        raise ValueError(f"{name}: expected {cols} columns, got {x.shape[1]}")
-    if not torch.isfinite(x).all():
-        raise ValueError(f"{name}: contains NaN or infinite values")
+def _matrix(x, name: str, cols: int | None = None) -> torch.Tensor:
+    """A finite floating (N, cols) tensor with N >= 1 (any number of columns if ``cols`` is None)."""
+    return as_finite_tensor(x, name, shape=(None, cols), floating=True)
 
 
 SELF_LOOPS = ("mean", "identity")
+
+
+def _square(adj, name: str) -> torch.Tensor:
+    """A finite, non-negative, floating (N, N) tensor of edge weights."""
+    as_finite_tensor(adj, name, ndim=2, floating=True)
+    if adj.shape[0] != adj.shape[1]:
+        raise ValueError(f"{name}: expected a square (N, N) tensor, got shape {tuple(adj.shape)}")
+    if bool((adj < 0).any()):
+        raise ValueError(f"{name}: expected non-negative edge weights, got {float(adj.min()):g}")
+    return adj
 
 
 def graph_edges(adj: torch.Tensor, self_loops: str = "mean") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -39,13 +50,8 @@ def graph_edges(adj: torch.Tensor, self_loops: str = "mean") -> tuple[torch.Tens
     weight is the mean weight of its incoming edges (0 for an isolated region).
     ``self_loops="identity"`` keeps the diagonal as given (it must be positive).
     """
-    if self_loops not in SELF_LOOPS:
-        raise ValueError(f"self_loops: expected one of {SELF_LOOPS}, got {self_loops!r}")
-    if (not isinstance(adj, torch.Tensor) or adj.ndim != 2 or adj.shape[0] != adj.shape[1]
-            or adj.shape[0] < 1):
-        raise ValueError(f"adj: expected a square (N, N) tensor, got {getattr(adj, 'shape', type(adj).__name__)}")
-    if not bool(torch.isfinite(adj).all()) or bool((adj < 0).any()):
-        raise ValueError("adj: expected finite, non-negative edge weights")
+    as_choice(self_loops, "self_loops", SELF_LOOPS)
+    _square(adj, "adj")
     n = len(adj)
     eye = torch.eye(n, dtype=torch.bool, device=adj.device)
     if self_loops == "identity":
@@ -83,11 +89,9 @@ class DenseGAT(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, heads: int = 8, self_loops: str = "mean"):
         super().__init__()
-        for name, value in [("d_in", d_in), ("d_out", d_out), ("heads", heads)]:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-        if self_loops not in SELF_LOOPS:
-            raise ValueError(f"self_loops: expected one of {SELF_LOOPS}, got {self_loops!r}")
+        d_in, d_out = as_positive_int(d_in, "d_in"), as_positive_int(d_out, "d_out")
+        heads = as_positive_int(heads, "heads")
+        as_choice(self_loops, "self_loops", SELF_LOOPS)
         self.heads, self.d_out, self.self_loops = heads, d_out, self_loops
         self.lin = nn.Linear(d_in, heads * d_out, bias=False)
         self.lin_edge = nn.Linear(1, heads * d_out, bias=False)
@@ -124,8 +128,9 @@ class DenseGAT(nn.Module):
 def mobility_loss(H: torch.Tensor, od: torch.Tensor) -> torch.Tensor:
     """Eq. (core-mob): -sum_ij F~_ij log softmax_k(h_i'h_k)_j, with F~ = F / sum F."""
     _matrix(H, "H")
-    if od.shape != (len(H), len(H)) or bool((od < 0).any()) or not bool(torch.isfinite(od).all()):
-        raise ValueError(f"od: expected a non-negative ({len(H)}, {len(H)}) matrix, got {tuple(od.shape)}")
+    as_finite_tensor(od, "od", shape=(len(H), len(H)))
+    if bool((od < 0).any()):
+        raise ValueError(f"od: expected non-negative trip counts, got {float(od.min()):g}")
     total = od.sum()
     if total <= 0:
         raise ValueError("od: has no trips (all zeros); the mobility loss is undefined")
@@ -140,9 +145,10 @@ def manifold_align_loss(Hs: torch.Tensor, Ht: torch.Tensor, n_probes: int = 256,
     _matrix(Hs, "Hs")
     _matrix(Ht, "Ht", Hs.shape[1])
     if probes is None:
-        if not isinstance(n_probes, int) or n_probes < 1:
-            raise ValueError(f"n_probes: expected a positive integer, got {n_probes!r}")
+        n_probes = as_positive_int(n_probes, "n_probes")
         probes = torch.randn(n_probes, Hs.shape[1], generator=generator, device="cpu").to(Hs)
+    else:
+        _matrix(probes, "probes", Hs.shape[1])
     S_s = F.normalize(probes @ Hs.T, dim=-1)
     S_t = F.normalize(probes @ Ht.T, dim=-1)
     D_s, D_t = 1 - S_s @ S_s.T, 1 - S_t @ S_t.T
@@ -194,19 +200,16 @@ class CoRE(nn.Module):
                  cross: str = "core", use_align: bool = True, use_rec: bool = True,
                  self_loops: str = "mean"):
         super().__init__()
-        if cross not in CROSS:
-            raise ValueError(f"cross: expected one of {CROSS}, got {cross!r}")
-        if not isinstance(d, int) or isinstance(d, bool) or d < 1:
-            raise ValueError(f"d: expected a positive integer, got {d!r}")
-        if self_loops not in SELF_LOOPS:
-            raise ValueError(f"self_loops: expected one of {SELF_LOOPS}, got {self_loops!r}")
+        as_choice(cross, "cross", CROSS)
+        d = as_positive_int(d, "d")
+        as_choice(self_loops, "self_loops", SELF_LOOPS)
+        for name, flag in [("use_align", use_align), ("use_rec", use_rec)]:
+            as_instance(flag, name, bool)
         for name, adj in [("adj_s", adj_s), ("adj_t", adj_t)]:
-            if not isinstance(adj, torch.Tensor) or adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
-                raise ValueError(f"{name}: expected a square (N, N) tensor, got {getattr(adj, 'shape', adj)!r}")
-            try:
-                graph_edges(adj, self_loops)
-            except ValueError as err:
-                raise ValueError(f"{name}: {str(err).split(': ', 1)[1]}") from None
+            _square(adj, name)
+            if self_loops == "identity" and not bool((adj.diagonal() > 0).all()):
+                raise ValueError(f"{name}: self_loops='identity' needs a positive diagonal "
+                                 "(one self-loop per region)")
         if cross == "core" and not (use_align or use_rec):
             raise ValueError("use_align: cross='core' needs at least one of use_align and use_rec "
                              "(use cross='none' for independent cities)")
@@ -253,10 +256,10 @@ def train_core(model: CoRE, od_s: torch.Tensor, od_t: torch.Tensor, epochs: int 
     """Full-batch Adam on eq. (core-objective) for a fixed number of epochs (no model selection);
     probes redrawn every epoch from a seeded generator. Returns the history of every term and of
     the relative moment gap (eq. (core-objective) terms, "total" and "gap")."""
-    if not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"epochs: expected a positive integer, got {epochs!r}")
-    if not lr > 0:
-        raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")
+    epochs = as_positive_int(epochs, "epochs")
+    lr = as_positive(lr, "lr")
+    n_probes = as_positive_int(n_probes, "n_probes")
+    as_instance(model, "model", CoRE)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     history: dict[str, list[float]] = {}
@@ -296,6 +299,9 @@ def fit_pair(city_s, city_t, cross: str = "core", seed: int = 0, d: int = 128, h
 def untrained_pair(city_s, city_t, seed: int = 0, d: int = 128, heads: int = 8, **switches):
     """(H^s, H^t) of the model :func:`fit_pair` would train from seed ``seed``, before any step:
     the null of the transfer claims (the same architecture and initialisation, no training)."""
+    from companion.core.synthetic import CityData
+
+    as_instance(city_s, "city_s", CityData), as_instance(city_t, "city_t", CityData)
     f32 = lambda a: torch.tensor(a, dtype=torch.float32)
     torch.manual_seed(seed)
     model = CoRE(f32(city_s.adj), f32(city_t.adj), d=d, heads=heads, **switches)

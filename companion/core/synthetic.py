@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from companion.validation import as_positive_int
+
 INDICATORS = ("gdp", "pop", "co2")
 
 
@@ -82,8 +84,7 @@ def make_city_pair(n_a: int = 300, n_b: int = 240, k: int = 4, n_types: int = 5,
     y = 100 exp(w_m'z + 0.3 xi), log-normal tails.
     """
     for name, value, low in [("n_a", n_a, 2), ("n_b", n_b, 2), ("k", k, 1), ("topk", topk, 1)]:
-        if not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+        as_positive_int(value, name, minimum=low)
     if n_types != 5:
         raise ValueError(f"n_types: the type mixes are defined for 5 types, got {n_types!r}")
     if topk >= min(n_a, n_b):
