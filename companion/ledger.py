@@ -61,8 +61,8 @@ import numpy as np
 from companion.book import glue_text, repo_root
 
 __all__ = ["KINDS", "HEADLINE_KINDS", "VERDICTS", "Claim", "Gate", "Diagnosis", "Departure", "CheckFailed",
-           "chapter_headline",
-           "Ledger", "build_dir", "md_escape", "verdict_of", "contract_problems", "read_ledgers",
+           "chapter_headline", "Ledger", "build_dir", "md_escape", "md_text", "ascii_maths",
+           "ASCII_MATHS", "verdict_of", "contract_problems", "read_ledgers",
            "headline_counts", "summary_markdown", "ledger_markdown", "claims_table", "departures_table"]
 
 KINDS = {
@@ -103,6 +103,34 @@ def md_escape(value: Any) -> str:
     if isinstance(value, float):
         value = f"{value:.4g}"
     return _MD_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
+
+
+#: inline TeX in a claim's text: ``$...$``, not empty, no space just inside the dollars (the rule
+#: of MyST's dollarmath, so what is kept here is what MathJax typesets)
+_TEX = re.compile(r"(?<![\\$])\$(?=[^\s$])([^$\n]*?[^\s$\\])\$(?!\$)")
+#: ASCII stand-ins for mathematics that a reader should see typeset: ``<=``, ``x_hat``, ``sqrt(``
+ASCII_MATHS = re.compile(r"<=|>=|!=|==|\+/-|\w_hat\b|\bsqrt\(|\w\^[\w({-]|\bmin\{|\bmax\{")
+
+
+def md_text(value: Any) -> str:
+    """``value`` as one line of Markdown that keeps its mathematics: each ``$...$`` span is left
+    as TeX for MathJax (its ``|`` written ``\\vert`` so that it cannot split a table row) and the
+    text around it is escaped as by :func:`md_escape`."""
+    if isinstance(value, float):
+        return md_escape(value)
+    text = " ".join(str(value).split())
+    out, pos = [], 0
+    for match in _TEX.finditer(text):
+        tex = match.group(1).replace("\\|", "\\Vert ").replace("|", "\\vert ")
+        out += [_MD_SPECIAL.sub(r"\\\1", text[pos:match.start()]), f"${tex}$"]
+        pos = match.end()
+    return "".join(out) + _MD_SPECIAL.sub(r"\\\1", text[pos:])
+
+
+def ascii_maths(text: str) -> list[str]:
+    """The ASCII stand-ins for mathematics (``<=``, ``k_hat``, ``sqrt(``, ``R^2``) that ``text``
+    prints outside its ``$...$`` spans: what a claim should write as TeX instead."""
+    return ASCII_MATHS.findall(_TEX.sub(" ", " ".join(str(text).split())))
 
 
 class CheckFailed(AssertionError):
@@ -266,7 +294,7 @@ class Claim:
         d = self.to_dict()
         mark, said = _mark(d), _verdict_phrase(d)
         return (f"{mark} `{self.id}` ({self.kind}{', post hoc' if self.post_hoc else ''}): {said}; "
-                f"measured **{md_escape(self.measured)}**; criterion: {md_escape(self.criterion)}.")
+                f"measured **{md_escape(self.measured)}**; criterion: {md_text(self.criterion)}.")
 
 
 @dataclass(frozen=True)
@@ -368,7 +396,7 @@ class Ledger:
             raise ValueError("criteria: no claim is pre-registered yet; call preregister() first")
         rows = ["| claim | kind | statement | holds if | null, and gates |", "|---|---|---|---|---|"]
         for cid, r in self._registered.items():
-            rows.append(f"| `{cid}` | {r.kind} | {md_escape(r.statement)} | {md_escape(r.criterion)} | "
+            rows.append(f"| `{cid}` | {r.kind} | {md_text(r.statement)} | {md_text(r.criterion)} | "
                         f"{_null_and_gates(r.kind, r.null, r.no_null, r.gates)} |")
         return Markdown("\n".join(rows))
 
@@ -511,9 +539,9 @@ class Ledger:
         lines = [f":::{{admonition}} Verdict: {self.headline()}", f":class: {style}", ""]
         for c in counted:
             d = c.to_dict()
-            line = f"- {_mark(d)} **{md_escape(_verdict_phrase(d))}**: {md_escape(c.statement)} ({c.kind})"
+            line = f"- {_mark(d)} **{md_escape(_verdict_phrase(d))}**: {md_text(c.statement)} ({c.kind})"
             if c.verdict == "not reproduced":
-                line += " " + md_escape(f"Traced by {c.diagnosis.experiment}: {c.diagnosis.result}.")
+                line += " " + md_text(f"Traced by {c.diagnosis.experiment}: {c.diagnosis.result}.")
             lines.append(line)
         if others:
             parts = []
@@ -616,9 +644,9 @@ def _verdict_phrase(c: dict) -> str:
 def _null_and_gates(kind: str, null: str | None, no_null: str | None, gates: dict[str, str]) -> str:
     if kind not in HEADLINE_KINDS:
         return "–"
-    parts = [f"null: {md_escape(null)}" if null else f"no null: {md_escape(no_null)}" if no_null
+    parts = [f"null: {md_text(null)}" if null else f"no null: {md_text(no_null)}" if no_null
              else "no null (old contract)"]
-    parts += [f"gate `{gid}`: {md_escape(crit)}" for gid, crit in gates.items()]
+    parts += [f"gate `{gid}`: {md_text(crit)}" for gid, crit in gates.items()]
     return "; ".join(parts)
 
 
@@ -655,8 +683,8 @@ def claims_table(claims: list[Claim] | list[dict]) -> str:
         if c.get("null_measured") is not None:
             measured += f" (null {md_escape(c['null_measured'])})"
         verdict = f"{_mark(c)} {md_escape(_verdict_phrase(c))}"
-        rows.append(f"| {verdict} | **{md_escape(c['id'])}**: {md_escape(c['statement'])} | {measured} "
-                    f"| {md_escape(c['criterion'])} | {kind} | {md_escape(c['paper'])} |")
+        rows.append(f"| {verdict} | **{md_escape(c['id'])}**: {md_text(c['statement'])} | {measured} "
+                    f"| {md_text(c['criterion'])} | {kind} | {md_text(c['paper'])} |")
     return "\n".join(rows)
 
 
@@ -664,23 +692,23 @@ def departures_table(departures: list[dict]) -> str:
     """A chapter's departures from the official recipe as a Markdown table."""
     rows = ["| parameter | official (source) | ours | why | run at the official value |", "|---|---|---|---|---|"]
     for d in departures:
-        rows.append(f"| {md_escape(d['parameter'])} | {md_escape(d['official'])} ({md_escape(d['source'])}) "
-                    f"| {md_escape(d['ours'])} | {md_escape(d['why'])} | {md_escape(d['ablation'] or '–')} |")
+        rows.append(f"| {md_text(d['parameter'])} | {md_text(d['official'])} ({md_text(d['source'])}) "
+                    f"| {md_text(d['ours'])} | {md_text(d['why'])} | {md_escape(d['ablation'] or '–')} |")
     return "\n".join(rows)
 
 
 def _measurement_notes(c: dict) -> str:
     """What the dropdown of the ledger page says of a claim: note, null, gates, diagnosis."""
-    parts = [md_escape(c["note"])] if c["note"] else []
+    parts = [md_text(c["note"])] if c["note"] else []
     if c.get("null"):
-        parts.append(f"null: {md_escape(c['null'])}, measured {md_escape(c['null_measured'])}")
+        parts.append(f"null: {md_text(c['null'])}, measured {md_escape(c['null_measured'])}")
     elif c.get("no_null"):
-        parts.append(f"no null: {md_escape(c['no_null'])}")
+        parts.append(f"no null: {md_text(c['no_null'])}")
     for g in c.get("gates") or []:
-        parts.append(f"gate {md_escape(g['id'])} ({md_escape(g['criterion'])}): {md_escape(g['measured'])} "
+        parts.append(f"gate {md_escape(g['id'])} ({md_text(g['criterion'])}): {md_escape(g['measured'])} "
                      f"{'passed' if g['passed'] else 'failed'}")
     if c.get("diagnosis"):
-        parts.append(f"traced by {md_escape(c['diagnosis']['experiment'])}: {md_escape(c['diagnosis']['result'])}")
+        parts.append(f"traced by {md_text(c['diagnosis']['experiment'])}: {md_text(c['diagnosis']['result'])}")
     return "; ".join(parts)
 
 

@@ -6,6 +6,7 @@ from markdown_it import MarkdownIt
 
 from companion.ledger import (CheckFailed, Diagnosis, Ledger, build_dir, claims_table, contract_problems,
                               headline_counts, ledger_markdown, md_escape, read_ledgers, summary_markdown)
+from companion.ledger import ascii_maths, md_text
 
 POST = dict(kind="paper", statement="s", paper="p", criterion="holds if x", post_hoc=True)
 POST3 = dict(POST, no_null="exact", gate_criteria={"g": "c"}, gates={"g": (1, True)})
@@ -147,6 +148,32 @@ def test_a_statement_with_pipes_and_stars_renders_as_one_row(ledger):
     assert "<em>" not in html and "O(|E|)" in html and "p* = a_b * c" in html
     assert md_escape("a|b*c_d$e") == "a\\|b\\*c\\_d\\$e"
 
+
+
+def test_tex_in_a_claim_is_kept_for_mathjax_and_the_rest_stays_literal(ledger):
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+    ledger.record("tex", measured=1, holds=False, kind="paper", post_hoc=True,
+                  statement=r"KL $\le \log n - (n-1)/n$ with $|E|$ edges, a_b * c",
+                  paper=r"$\hat k = \min\{k : v(k) \le \delta\}$", criterion=r"holds if $\|x\| \ge 2$")
+    markdown = claims_table(ledger.claims)
+    rows = _table_rows(markdown)
+    assert len(rows) == 1 and len(rows[0]) == 6, rows  # the |s of the TeX split no cell
+    parser = MarkdownIt("commonmark").enable("table").use(dollarmath_plugin)
+    maths = [t.content for t in parser.parse(markdown) if t.type == "inline"
+             for t in t.children if t.type == "math_inline"]
+    assert maths == [r"\le \log n - (n-1)/n", r"\vert E\vert ", r"\Vert x\Vert  \ge 2",
+                     r"\hat k = \min\{k : v(k) \le \delta\}"]
+    assert r"a\_b \* c" in markdown  # outside the dollars, nothing is markup
+    assert md_text("costs $5 and $ 6 $") == r"costs \$5 and \$ 6 \$"  # no span, no maths
+    assert md_text(0.123456) == "0.1235"
+
+
+def test_ascii_maths_is_found_outside_the_tex_only():
+    assert ascii_maths(r"k_hat <= delta, sqrt(n), R^2 >= 0, min{k : v}, +/- 1") == [
+        "k_hat", "<=", "sqrt(", "R^2", ">=", "min{", "+/-"]
+    assert ascii_maths(r"$\hat k \le \delta$, $\sqrt{n}$, $R^2 \ge 0$, a k-means run") == []
+    assert ascii_maths(r"$a$ <= $b$") == ["<="]
 
 def test_verdict_box_counts_the_papers_claims_and_lists_the_rest_apart(ledger):
     ledger.preregister("a", kind="paper", statement="A holds", paper="p", criterion="c")
