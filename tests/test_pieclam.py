@@ -604,6 +604,24 @@ PIECLAM_BAD_INPUTS = [  # one row per public function at least; each refused nam
     (lambda: _pco.dense_loglik(torch.rand(3, 2), torch.zeros(3, 3), False, known=torch.ones(3, 3)), "known"),
     (lambda: _pm.spectral_ratio(torch.tensor([[0, 5]]).T, 3), "edge_index"),
     (lambda: _pd.to_dense(torch.tensor([[0, 5]]).T, 3), "edge_index"),
+    # issue 49, through companion.validation: float or bool indices, fractional and bool counts,
+    # a NaN or bool rate, a 1-D edge list
+    (lambda: _pco.as_edge_index(_EI.double(), 3), "edge_index: expected integer indices"),
+    (lambda: _pco.as_edge_index(_EI[0], 3), "edge_index: expected 2 dimensions"),
+    (lambda: _pco.as_edge_index(_EI, 2.5), "num_nodes: expected an integer"),
+    (lambda: _pco.check_pairs(_EI.bool(), 3), "pairs: expected integer indices"),
+    (lambda: _pco.as_omitted(torch.tensor([[0.0], [2.0]]), 3), "omitted: expected integer indices"),
+    (lambda: _pco.as_batch(torch.tensor([0.0, 0.0, 1.0]), 3), "batch: expected integer indices"),
+    (lambda: _pco.lorentz_diag(True, False), "dim: expected an integer"),
+    (lambda: _pco.clam_loglik(torch.rand(3, 2), _EI, False, x_min=_NAN), "x_min: expected a finite number > 0"),
+    (lambda: _pco.edge_logits(torch.rand(3), _EI, False), "F: expected 2 dimensions"),
+    (lambda: _pp.clam_split(4, True, n_attrs=1.5), "n_attrs: expected an integer >= 0"),
+    (lambda: _pp.RealNVPPrior(2, noise_std=_NAN), "noise_std: expected a finite number >= 0"),
+    (lambda: _pp.RealNVPPrior(2, limit_radius=True), "limit_radius: expected a finite real number"),
+    (lambda: pc.ClamConfig(lr_feat_n=True), "lr_feat_n: expected a finite real number"),
+    (lambda: pc.ClamConfig(seed=1.0), "seed: expected an integer >= 0"),
+    (lambda: _pd.RingMixture().sample(2.0), "n: expected an integer"),
+    (lambda: _pb.GAE(4, hidden=True), "hidden: expected an integer"),
 ]
 
 

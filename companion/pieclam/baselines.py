@@ -15,6 +15,7 @@ from torch import nn
 
 from .core import as_edge_index, check_pairs
 from .data import to_dense
+from ..validation import as_positive_int
 
 __all__ = ["GAE", "fit_gae", "gae_probs", "gae_anomaly_scores", "degree_scores"]
 
@@ -23,8 +24,7 @@ class GAE(nn.Module):
     def __init__(self, num_nodes: int, hidden: int = 32, out: int = 16):
         super().__init__()
         for name, value in (("num_nodes", num_nodes), ("hidden", hidden), ("out", out)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+            as_positive_int(value, name)
         self.W0 = nn.Linear(num_nodes, hidden, bias=False)
         self.W1 = nn.Linear(hidden, out, bias=False)
 

@@ -21,10 +21,10 @@ the fitting loop of :mod:`.fit` runs at every step, on arguments it checked once
 
 from __future__ import annotations
 
-import math
 
-import numpy as np
 import torch
+
+from ..validation import as_finite_tensor, as_index_tensor, as_positive, as_positive_int
 
 __all__ = [
     "X_MIN",
@@ -49,19 +49,6 @@ X_MIN = 1e-3  # edge logits below this are clamped: log(1 - e^{-x}) and 1/(1 - e
 # --- checks -------------------------------------------------------------------------------
 
 
-def _as_index_tensor(x, name: str) -> torch.Tensor:
-    t = torch.as_tensor(np.asarray(x) if not torch.is_tensor(x) else x)
-    if t.dtype.is_floating_point or t.dtype == torch.bool or t.is_complex():
-        raise ValueError(f"{name}: expected integer node indices, got dtype {t.dtype}")
-    return t.long()
-
-
-def _check_num_nodes(num_nodes) -> int:
-    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
-        raise ValueError(f"num_nodes: expected an integer >= 1, got {num_nodes!r}")
-    return int(num_nodes)
-
-
 def as_edge_index(edge_index, num_nodes: int, *, name: str = "edge_index", allow_empty: bool = True) -> torch.Tensor:
     """Return ``edge_index`` as a ``(2, 2E)`` int64 tensor of an undirected simple graph, or raise.
 
@@ -69,8 +56,8 @@ def as_edge_index(edge_index, num_nodes: int, *, name: str = "edge_index", allow
     self-loops, repeated edges, an edge list that gives each edge once (the networkx convention)
     or some edges without their reverse, and (unless ``allow_empty``) a graph without edges.
     """
-    num_nodes = _check_num_nodes(num_nodes)
-    ei = _as_index_tensor(edge_index, name)
+    num_nodes = as_positive_int(num_nodes, "num_nodes")
+    ei = as_index_tensor(edge_index, name, ndim=2, empty=True)
     if ei.ndim != 2 or ei.shape[0] != 2:
         raise ValueError(f"{name}: expected shape (2, 2E) (each edge in both directions), got {tuple(ei.shape)}")
     if ei.shape[1] == 0:
@@ -107,8 +94,8 @@ def as_omitted(omitted, num_nodes: int, edge_index: torch.Tensor | None = None) 
     """
     if omitted is None:
         return None
-    num_nodes = _check_num_nodes(num_nodes)
-    om = _as_index_tensor(omitted, "omitted")
+    num_nodes = as_positive_int(num_nodes, "num_nodes")
+    om = as_index_tensor(omitted, "omitted", ndim=2, empty=True)
     if om.ndim != 2 or om.shape[0] != 2:
         raise ValueError(f"omitted: expected held-out dyads of shape (2, Q), each dyad once, got {tuple(om.shape)}")
     if om.shape[1] == 0:
@@ -140,7 +127,7 @@ def as_batch(batch, num_nodes: int, *pairs: tuple[str, torch.Tensor | None]) -> 
     """
     if batch is None:
         return None
-    b = _as_index_tensor(batch, "batch")
+    b = as_index_tensor(batch, "batch", ndim=1, empty=True)
     if b.shape != (num_nodes,):
         raise ValueError(f"batch: expected one graph index per node, shape ({num_nodes},), got {tuple(b.shape)}")
     if int(b.min()) < 0 or torch.unique(b).numel() != int(b.max()) + 1:
@@ -154,8 +141,7 @@ def as_batch(batch, num_nodes: int, *pairs: tuple[str, torch.Tensor | None]) -> 
 
 def lorentz_diag(dim: int, lorentz: bool, *, dtype=torch.float64, device=None) -> torch.Tensor:
     """The diagonal of L: all ones (BigClam) or ``(1_C, -1_C)`` with ``dim = 2C`` (IeClam)."""
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise ValueError(f"dim: expected an integer >= 1, got {dim!r}")
+    dim = as_positive_int(dim, "dim")
     if not lorentz:
         return torch.ones(dim, dtype=dtype, device=device)
     if dim % 2:
@@ -187,19 +173,13 @@ def check_codes(F, lorentz: bool, *, name: str = "F", tol: float = 1e-9) -> torc
     return F
 
 
-def _check_x_min(x_min) -> float:
-    if isinstance(x_min, bool) or not isinstance(x_min, (int, float)) or not (0 < x_min < math.inf):
-        raise ValueError(f"x_min: expected a finite number > 0, got {x_min!r}")
-    return float(x_min)
-
-
 def _checked(F, edge_index, lorentz, omitted=None, batch=None, x_min=X_MIN):
     F = check_codes(F, lorentz)
     ei = as_edge_index(edge_index, F.shape[0])
     om = as_omitted(omitted, F.shape[0], ei)
     b = as_batch(batch, F.shape[0], ("edge_index", ei), ("omitted", om))
     dev = F.device
-    return F, ei.to(dev), om if om is None else om.to(dev), b if b is None else b.to(dev), _check_x_min(x_min)
+    return F, ei.to(dev), om if om is None else om.to(dev), b if b is None else b.to(dev), as_positive(x_min, "x_min")
 
 
 # --- the feasible cone ---------------------------------------------------------------------
@@ -212,10 +192,7 @@ def project_cone(F: torch.Tensor, lorentz: bool) -> torch.Tensor:
     ``v = t + s``, clip both at 0, rotate back. The cone ``|s| <= t`` is the quarter-plane
     ``u, v >= 0``, and the rotation is an isometry up to a common factor, so this is the nearest point.
     """
-    if not torch.is_tensor(F) or F.ndim != 2:
-        raise ValueError(f"F: expected a tensor of shape (N, D), got {type(F).__name__}")
-    if not bool(torch.isfinite(F).all()):
-        raise ValueError("F: codes must be finite (nan or inf found)")
+    as_finite_tensor(F, "F", ndim=2, empty=True)
     if not lorentz:
         return F.clamp_min(0)
     lorentz_diag(F.shape[1], True)
@@ -229,10 +206,11 @@ def project_cone(F: torch.Tensor, lorentz: bool) -> torch.Tensor:
 
 def check_pairs(pairs, num_nodes: int, name: str = "pairs") -> torch.Tensor:
     """Return ``pairs`` if it is a ``(2, P)`` integer tensor of node indices in ``[0, num_nodes)``."""
-    if not torch.is_tensor(pairs) or pairs.ndim != 2 or pairs.shape[0] != 2 or pairs.dtype.is_floating_point \
-            or pairs.dtype == torch.bool:
-        raise ValueError(f"{name}: expected a (2, P) integer tensor of node pairs, got "
-                         f"{getattr(pairs, 'shape', type(pairs).__name__)}")
+    if not torch.is_tensor(pairs):
+        raise ValueError(f"{name}: expected a (2, P) integer tensor of node pairs, got {type(pairs).__name__}")
+    as_index_tensor(pairs, name, ndim=2, empty=True)
+    if pairs.shape[0] != 2:
+        raise ValueError(f"{name}: expected a (2, P) integer tensor of node pairs, got shape {tuple(pairs.shape)}")
     if pairs.numel() and (int(pairs.min()) < 0 or int(pairs.max()) >= num_nodes):
         raise ValueError(f"{name}: node indices must lie in [0, {num_nodes}), got {int(pairs.min())}..{int(pairs.max())}")
     return pairs
@@ -240,8 +218,7 @@ def check_pairs(pairs, num_nodes: int, name: str = "pairs") -> torch.Tensor:
 
 def edge_logits(F: torch.Tensor, pairs: torch.Tensor, lorentz: bool) -> torch.Tensor:
     """``x_nm = f_n^T L f_m`` for each column ``(n, m)`` of ``pairs`` (shape ``(2, P)``)."""
-    if not torch.is_tensor(F) or F.ndim != 2 or not bool(torch.isfinite(F).all()):
-        raise ValueError(f"F: expected finite codes of shape (N, D), got {getattr(F, 'shape', type(F).__name__)}")
+    as_finite_tensor(F, "F", ndim=2, empty=True)
     check_pairs(pairs, F.shape[0])
     L = lorentz_diag(F.shape[1], lorentz, dtype=F.dtype, device=F.device)
     return (F.index_select(0, pairs[0]) * F.index_select(0, pairs[1])) @ L
@@ -355,7 +332,7 @@ def dense_loglik(F: torch.Tensor, A: torch.Tensor, lorentz: bool, known: torch.T
     ``A`` is the dense 0/1 adjacency; ``known`` (optional, boolean N x N) masks out omitted dyads.
     Edge logits are clamped at ``x_min`` in the edge term, as in :func:`clam_loglik`.
     """
-    x_min = _check_x_min(x_min)
+    x_min = as_positive(x_min, "x_min")
     F = check_codes(F, lorentz)
     if not torch.is_tensor(A) or A.shape != (F.shape[0], F.shape[0]):
         raise ValueError(f"A: expected the dense ({F.shape[0]}, {F.shape[0]}) adjacency of the codes' nodes, got "

@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 import torch
 
-from companion.validation import as_choice, as_float_array, as_probability
+from companion.validation import as_choice, as_float_array, as_positive_int, as_probability
 
 from .core import as_edge_index, project_cone
 
@@ -185,8 +185,7 @@ def link_split(edge_index, num_nodes: int, test_frac: float = 0.1, neg_ratio: in
     if pairs.shape[1] < 10:
         raise ValueError(f"edge_index: link prediction needs at least 10 edges, got {pairs.shape[1]}")
     test_frac = as_probability(test_frac, "test_frac")
-    if isinstance(neg_ratio, bool) or not isinstance(neg_ratio, (int, np.integer)) or neg_ratio < 1:
-        raise ValueError(f"neg_ratio: expected an integer >= 1, got {neg_ratio!r}")
+    as_positive_int(neg_ratio, "neg_ratio")
     rng = np.random.default_rng(seed)
     E = pairs.shape[1]
     t = max(1, int(round(test_frac * E)))
@@ -238,8 +237,7 @@ class RingMixture:
     std: float = 0.09
 
     def __post_init__(self):
-        if isinstance(self.n_modes, bool) or not isinstance(self.n_modes, (int, np.integer)) or self.n_modes < 1:
-            raise ValueError(f"n_modes: expected an integer >= 1, got {self.n_modes!r}")
+        as_positive_int(self.n_modes, "n_modes")
         as_float_array(self.center, "center")
         as_float_array(self.radius, "radius", low=0)
         as_float_array(self.std, "std", low=0, low_open=True)
@@ -250,8 +248,7 @@ class RingMixture:
                             self.center[1] + self.radius * torch.sin(angle)], dim=1)
 
     def sample(self, n: int, seed: int = 0) -> torch.Tensor:
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n: expected an integer >= 1, got {n!r}")
+        as_positive_int(n, "n")
         gen = torch.Generator().manual_seed(seed)
         mode = torch.randint(self.n_modes, (n,), generator=gen)
         x = self.means()[mode] + self.std * torch.randn(n, 2, dtype=torch.float64, generator=gen)

@@ -27,6 +27,7 @@ import torch
 
 from .core import _grad, _loglik, as_batch, as_edge_index, as_omitted, check_codes, project_cone
 from .prior import RealNVPPrior, clam_split
+from ..validation import as_nonnegative, as_positive, as_positive_int
 
 __all__ = ["ClamConfig", "ClamResult", "fit_clam", "fit_flow"]
 
@@ -60,28 +61,24 @@ class ClamConfig:
     def __post_init__(self):
         for name in ("dim", "feat_steps", "rounds", "n_blocks", "hidden", "log_every"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+            as_positive_int(v, name)
         for name in ("warmup_steps", "prior_steps", "seed"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
+            as_positive_int(v, name, minimum=0)
         for name in ("lr_feat_n", "lr_prior"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and np.isfinite(v) and v > 0):
-                raise ValueError(f"{name}: expected a finite number > 0, got {v!r}")
+            as_positive(v, name)
         for name in ("weight_decay", "noise", "l1", "s_reg"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and np.isfinite(v) and v >= 0):
-                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+            as_nonnegative(v, name)
         if not isinstance(self.halve_each_round, bool):
             raise ValueError(f"halve_each_round: expected a bool, got {self.halve_each_round!r}")
         if self.flow_activation not in ("leaky_relu", "relu"):
             raise ValueError(f"flow_activation: expected 'leaky_relu' or 'relu', got {self.flow_activation!r}")
         for name in ("flow_scale_bound", "flow_limit_radius"):
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < np.inf):
-                raise ValueError(f"{name}: expected None or a finite number > 0, got {v!r}")
+            if v is not None:
+                as_positive(v, name)
         if self.lorentz and self.dim % 2:
             raise ValueError(f"dim: IeClam/PieClam codes are C inclusive + C exclusive entries; dim must be even, "
                              f"got {self.dim}")

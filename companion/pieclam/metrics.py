@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from scipy.stats import rankdata
 
-from companion.validation import as_1d_float_array, as_choice, as_float_array, as_instance
+from companion.validation import as_1d_float_array, as_choice, as_float_array, as_instance, as_positive_int
 
 from .core import _star, as_edge_index, check_codes, lorentz_diag, project_cone
 from .data import _edges_from_upper, to_dense
@@ -103,8 +103,7 @@ def spectral_ratio(edge_index, num_nodes: int) -> float:
 
 def edge_density(edge_index, num_nodes: int) -> float:
     """Edges over possible (directed) pairs: |E| / (N (N - 1)), each edge counted in both directions."""
-    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 2:
-        raise ValueError(f"num_nodes: expected an integer >= 2, got {num_nodes!r}")
+    as_positive_int(num_nodes, "num_nodes", minimum=2)
     edge_index = as_edge_index(edge_index, num_nodes)
     return float(edge_index.shape[1] / (num_nodes * (num_nodes - 1)))
 
@@ -123,8 +122,7 @@ def sample_graph(result, num_nodes: int, seed: int = 0, density=None) -> tuple[t
     """A new graph from a fitted PClam/PieClam: ``num_nodes`` codes drawn from its prior (or from
     ``density``, anything with ``sample(n, generator)``, e.g. a :class:`GaussianKDE` of the codes),
     projected onto the cone, then independent edges. Returns ``(edge_index, codes)``."""
-    if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 1:
-        raise ValueError(f"num_nodes: expected an integer >= 1, got {num_nodes!r}")
+    as_positive_int(num_nodes, "num_nodes")
     from .fit import ClamResult
 
     as_instance(result, "result", ClamResult)

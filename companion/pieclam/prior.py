@@ -31,12 +31,9 @@ import math
 import torch
 from torch import nn
 
+from ..validation import as_nonnegative, as_positive, as_positive_int
+
 __all__ = ["RealNVPPrior", "GaussianKDE", "FittedGaussian", "clam_split"]
-
-
-def _check_int(name, v, low):
-    if isinstance(v, bool) or not isinstance(v, int) or v < low:
-        raise ValueError(f"{name}: expected an integer >= {low}, got {v!r}")
 
 
 def clam_split(dim: int, lorentz: bool, n_attrs: int = 0) -> torch.Tensor:
@@ -46,8 +43,8 @@ def clam_split(dim: int, lorentz: bool, n_attrs: int = 0) -> torch.Tensor:
     ``(t_c, s_c)`` is split between ``A`` and ``B``. BigClam codes: their first half. Attributes:
     their first half. The odd blocks condition on the complement.
     """
-    _check_int("dim", dim, 1)
-    _check_int("n_attrs", n_attrs, 0)
+    as_positive_int(dim, "dim", minimum=1)
+    as_positive_int(n_attrs, "n_attrs", minimum=0)
     if lorentz and dim % 2:
         raise ValueError(f"dim: IeClam codes hold C inclusive and C exclusive entries, so dim must be even, got {dim}")
     codes = torch.arange(dim) < (dim // 2 if lorentz else (dim + 1) // 2)
@@ -116,9 +113,8 @@ class RealNVPPrior(nn.Module):
         super().__init__()
         for name, v, low in (("dim", dim, 1), ("n_blocks", n_blocks, 1), ("hidden", hidden, 1),
                              ("n_hidden_layers", n_hidden_layers, 0)):
-            _check_int(name, v, low)
-        if not (isinstance(noise_std, (int, float)) and noise_std >= 0 and math.isfinite(noise_std)):
-            raise ValueError(f"noise_std: expected a finite number >= 0, got {noise_std!r}")
+            as_positive_int(v, name, minimum=low)
+        as_nonnegative(noise_std, "noise_std")
         first = torch.arange(dim) < (dim + 1) // 2 if first is None else torch.as_tensor(first)
         if first.dtype != torch.bool or first.shape != (dim,):
             raise ValueError(f"first: expected a boolean mask of length {dim}, got {first.dtype} {tuple(first.shape)}")
@@ -127,9 +123,8 @@ class RealNVPPrior(nn.Module):
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation: expected one of {sorted(_ACTIVATIONS)}, got {activation!r}")
         for name, v in (("scale_bound", scale_bound), ("limit_radius", limit_radius)):
-            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
-                                      and 0 < v < math.inf):
-                raise ValueError(f"{name}: expected None or a finite number > 0, got {v!r}")
+            if v is not None:
+                as_positive(v, name)
         self.dim, self.noise_std = dim, float(noise_std)
         self.limit_radius = None if limit_radius is None else float(limit_radius)
         masks = (first.double(), (~first).double())
@@ -159,7 +154,7 @@ class RealNVPPrior(nn.Module):
     @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``n`` draws from the prior (shape ``(n, dim)``), on the prior's device."""
-        _check_int("n", n, 1)
+        as_positive_int(n, "n", minimum=1)
         dev = self.base_mean.device
         z = torch.randn(n, self.dim, dtype=torch.float64, generator=generator, device=dev)
         x = self.base_mean + z * torch.exp(self.base_log_std)
@@ -217,7 +212,7 @@ class GaussianKDE:
         return torch.logsumexp(logs, dim=1) - math.log(self.data.shape[0] - 1)
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        _check_int("n", n, 1)
+        as_positive_int(n, "n", minimum=1)
         pick = torch.randint(self.data.shape[0], (n,), generator=generator)
         noise = torch.randn(n, self.dim, dtype=self.data.dtype, generator=generator)
         return self.data[pick] + noise @ self.chol.T
@@ -246,7 +241,7 @@ class FittedGaussian:
         return self._dist.log_prob(x)
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        _check_int("n", n, 1)
+        as_positive_int(n, "n", minimum=1)
         z = torch.randn(n, self.dim, dtype=torch.float64, generator=generator)
         return self.mean + z @ self.chol.T
 
