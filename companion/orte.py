@@ -24,6 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from companion.validation import (as_choice, as_finite_tensor, as_generator, as_index_tensor,
+                                  as_instance, as_nonnegative, as_positive, as_positive_int,
+                                  as_probability)
+
 __all__ = [
     "narma2", "freq_shapes", "low_var_detect", "decoy_ramps", "OFFICIAL_WEIGHTS", "BOOK_WEIGHTS", "CNNClassifier", "train_blackbox", "accuracy",
     "decoupled_ste", "contrast_loss", "js_divergence", "ORTEExplainer", "vanilla_saliency",
@@ -34,8 +38,7 @@ __all__ = [
 def _balanced_start(n: int, noise: float, seed: int) -> tuple[np.random.Generator, np.ndarray]:
     """The generator of a benchmark and its four classes in equal shares, shuffled; ``noise``
     must be a finite standard deviation >= 0."""
-    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not math.isfinite(noise) or noise < 0:
-        raise ValueError(f"noise: expected a standard deviation >= 0, got {noise!r}")
+    as_nonnegative(noise, "noise")
     rng = np.random.default_rng(seed)
     y = np.arange(n) % 4
     rng.shuffle(y)
@@ -43,17 +46,15 @@ def _balanced_start(n: int, noise: float, seed: int) -> tuple[np.random.Generato
 
 
 def _positive_int(name: str, value, low: int = 1) -> int:
-    if not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
-    return int(value)
+    return as_positive_int(value, name, minimum=low)
 
 
 # --- data ---------------------------------------------------------------------------------------
 
 def narma2(T: int, rng: np.random.Generator, burn_in: int = 50) -> np.ndarray:
     """A NARMA(2) background series of length ``T`` (our coefficients; see the chapter)."""
-    T = _positive_int("T", T)
-    n = T + burn_in
+    T, rng = _positive_int("T", T), as_generator(rng)
+    n = T + _positive_int("burn_in", burn_in, 0)
     u = rng.uniform(0, 0.5, n)
     y = np.zeros(n)
     for t in range(1, n - 1):
@@ -157,6 +158,8 @@ def train_blackbox(X: torch.Tensor, y: torch.Tensor, steps: int = 300, batch: in
                    lr: float = 3e-3, seed: int = 0) -> CNNClassifier:
     """Train a :class:`CNNClassifier` with Adam for a fixed number of steps; returned frozen."""
     _check_series("X", X)
+    y = as_index_tensor(y, "y", n=len(X)).to(X.device)
+    batch, lr = _positive_int("batch", batch), as_positive(lr, "lr")
     torch.manual_seed(seed)
     model = CNNClassifier(X.shape[-1], int(y.max()) + 1).to(X.device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -179,15 +182,14 @@ def freeze(model: nn.Module) -> nn.Module:
 
 @torch.no_grad()
 def accuracy(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> float:
+    _check_series("X", X)
+    y = as_index_tensor(y, "y", n=len(X)).to(X.device)
     return float((model(X).argmax(1) == y).float().mean())
 
 
 def _check_series(name: str, X) -> None:
-    if not isinstance(X, torch.Tensor) or X.ndim != 3 or X.shape[0] == 0:
-        shape = tuple(X.shape) if hasattr(X, "shape") else type(X).__name__
-        raise ValueError(f"{name}: expected a non-empty tensor of shape (N, T, D), got {shape}")
-    if not torch.isfinite(X).all():
-        raise ValueError(f"{name}: contains NaN or infinite values")
+    """A non-empty finite tensor of shape (N, T, D)."""
+    as_finite_tensor(X, name, ndim=3)
 
 
 def _check_fill(name: str, t, X: torch.Tensor, low: float = -float("inf")) -> torch.Tensor:
@@ -198,8 +200,7 @@ def _check_fill(name: str, t, X: torch.Tensor, low: float = -float("inf")) -> to
     except RuntimeError:
         raise ValueError(f"{name}: expected a tensor broadcastable to X's shape {tuple(X.shape)}, "
                          f"got {tuple(t.shape)}") from None
-    if not torch.isfinite(t).all():
-        raise ValueError(f"{name}: contains NaN or infinite values")
+    as_finite_tensor(t, name)
     if bool((t < low).any()):
         raise ValueError(f"{name}: expected values >= {low:g}, got {float(t.min())}")
     return t
@@ -231,9 +232,7 @@ def decoupled_ste(logits: torch.Tensor, tau_f: float, tau_b: float,
     """
     if logits.ndim == 0 or logits.shape[-1] != 2:
         raise ValueError(f"logits: expected shape (..., 2), got {tuple(logits.shape)}")
-    for name, tau in (("tau_f", tau_f), ("tau_b", tau_b)):
-        if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
-            raise ValueError(f"{name}: expected a temperature > 0, got {tau!r}")
+    tau_f, tau_b = as_positive(tau_f, "tau_f"), as_positive(tau_b, "tau_b")
     if gumbel is None:
         u = torch.rand_like(logits).clamp(1e-10, 1 - 1e-10)
         gumbel = -torch.log(-torch.log(u))
@@ -249,9 +248,8 @@ def contrast_loss(x: torch.Tensor, x_pos: torch.Tensor, x_neg: torch.Tensor,
     Cosine similarities to ``x`` along the time axis, one per (sample, channel); the loss is the
     cross-entropy of picking ``x_pos`` over ``x_neg``, averaged.
     """
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
-            or not math.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature: expected a finite number > 0, got {temperature!r}")
+    temperature = as_positive(temperature, "temperature")
+    as_finite_tensor(x, "x", ndim=(2, 3))
     for name, t in (("x_pos", x_pos), ("x_neg", x_neg)):
         if t.shape != x.shape:
             raise ValueError(f"{name}: expected the shape of x {tuple(x.shape)}, got {tuple(t.shape)}")
@@ -262,6 +260,7 @@ def contrast_loss(x: torch.Tensor, x_pos: torch.Tensor, x_neg: torch.Tensor,
 
 def js_divergence(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
     """Jensen-Shannon divergence between the softmaxes of two logit batches, averaged."""
+    as_finite_tensor(logits_p, "logits_p", ndim=2)
     if logits_q.shape != logits_p.shape:
         raise ValueError(f"logits_q: expected the shape of logits_p {tuple(logits_p.shape)}, "
                          f"got {tuple(logits_q.shape)}")
@@ -289,21 +288,18 @@ class ORTEExplainer(nn.Module):
                  tau_f: float = 0.1, tau_b: float = 3.0, adapt: float = 1e-3,
                  weights: dict | None = None, r: float = 0.5, sparsity: str = "sum"):
         super().__init__()
+        hidden, d_pe = _positive_int("hidden", hidden), _positive_int("d_pe", d_pe, 2)
+        if d_pe % 2:
+            raise ValueError(f"d_pe: expected an even number (sine and cosine pairs), got {d_pe}")
         self.d_pe, self.use_contrast = d_pe, use_contrast
-        self.tau_f, self.tau_b, self.adapt, self.r = tau_f, tau_b, adapt, r
-        weights = {} if weights is None else weights
-        if not isinstance(weights, dict):
-            raise ValueError(f"weights: expected a dict of loss weights, got {type(weights).__name__}")
+        self.tau_f, self.tau_b = as_positive(tau_f, "tau_f"), as_positive(tau_b, "tau_b")
+        self.adapt, self.r = as_nonnegative(adapt, "adapt"), as_probability(r, "r")
+        weights = as_instance({} if weights is None else weights, "weights", dict)
         unknown = sorted(set(weights) - set(_LOSS_TERMS), key=str)
         if unknown:
             raise ValueError(f"weights: unknown loss terms {unknown}; expected keys from {list(_LOSS_TERMS)}")
-        for key, value in weights.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0:
-                raise ValueError(f"weights: weights[{key!r}] must be a finite number >= 0, got {value!r}")
-        if sparsity not in _SPARSITY:
-            raise ValueError(f"sparsity: expected one of {list(_SPARSITY)}, got {sparsity!r}")
-        self.sparsity = sparsity
+        weights = {k: as_nonnegative(v, f"weights[{k!r}]") for k, v in weights.items()}
+        self.sparsity = as_choice(sparsity, "sparsity", _SPARSITY)
         self.w = dict(OFFICIAL_WEIGHTS) | weights
         c = _positive_int("d_inp", d_inp) + d_pe
         self.body = nn.Sequential(nn.Conv1d(c, hidden, 5, padding=2), nn.GELU(),
@@ -346,6 +342,7 @@ class ORTEExplainer(nn.Module):
         _check_series("X", X)
         if X.shape[-1] != self.out.out_features:
             raise ValueError(f"X: expected {self.out.out_features} channels, got {X.shape[-1]}")
+        batch, lr = _positive_int("batch", batch), as_positive(lr, "lr")
         freeze(model)
         torch.manual_seed(seed)
         self.to(X.device)
@@ -376,7 +373,7 @@ def _target(model, X, target):
     if target is None:
         with torch.no_grad():
             return model(X).argmax(1)
-    return target
+    return as_index_tensor(target, "target", n=len(X)).to(X.device)
 
 
 def vanilla_saliency(model: nn.Module, X: torch.Tensor, target=None) -> torch.Tensor:
