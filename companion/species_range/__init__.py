@@ -13,6 +13,7 @@ Equation labels refer to the chapter ``book/graphs/species-range.md``.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 
@@ -408,7 +409,7 @@ def _episodes(counts, starts, idx, max_ctx, fixed, rng):
 def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 6000, batch: int = 64,
                  max_ctx: int = 20, fixed_ctx: bool = True, lr: float = 5e-4, decay: float = 0.98,
                  decay_epochs: int = 20, warmup: int = 200, pos_weight: float = 2048.0,
-                 seed: int = 0, snapshots=(), **arch) -> FSSINR:
+                 seed: int = 0, snapshots=(), log_every: int = 0, **arch) -> FSSINR:
     """Train the set encoder (and fine-tune f_theta, initialised from ``sinr``) on episodes.
 
     Each example is one training observation (shuffled passes, batches of ``batch``), its
@@ -416,11 +417,13 @@ def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 6000, batch: in
     (``fixed_ctx=True``, the official ``loc:20``) or a size uniform in ``[1, max_ctx]``.
     Adam at ``lr``, linear warm-up, the official decay spread as in :func:`train_sinr`.
     Keeps the per-step loss in ``model.history["loss"]`` and the state dict after each step
-    listed in ``snapshots`` in ``model.history["snapshots"]``.
+    listed in ``snapshots`` in ``model.history["snapshots"]``; ``log_every > 0`` prints the
+    step and the mean loss of the last ``log_every`` steps to stderr (progress only).
     """
     as_instance(globe, "globe", SyntheticGlobe), as_instance(sinr, "sinr", SINR)
     steps, batch, warmup = _check_recipe(steps, batch, lr, warmup, decay, pos_weight)
     max_ctx = as_positive_int(max_ctx, "max_ctx")
+    log_every = as_positive_int(log_every, "log_every", minimum=0)
     decay_epochs = as_positive_int(decay_epochs, "decay_epochs")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -448,6 +451,9 @@ def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 6000, batch: in
         losses.append(loss.item())
         if step in snapshots:
             snaps[step] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        if log_every and step % log_every == 0:
+            print(f"FS-SINR step {step}/{steps}: loss {np.mean(losses[-log_every:]):.4f}",
+                  file=sys.stderr, flush=True)
     model.history = {"loss": losses, "snapshots": snaps}
     return model.eval()
 

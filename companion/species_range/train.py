@@ -72,15 +72,18 @@ def _build(meta: dict) -> Bundle:
     return Bundle(r["globe"]["n_train"], r["sinr"], r["arch"], r["snapshots"], "sinr_ablation" in r)
 
 
-def train_bundle(recipe: dict) -> tuple[Bundle, dict, float]:
-    """Build the globe, train SINR, then FS-SINR from it; ``(bundle, history, seconds)``."""
+def train_bundle(recipe: dict, log_every: int = 0) -> tuple[Bundle, dict, float]:
+    """Build the globe, train SINR, then FS-SINR from it (printing its progress every
+    ``log_every`` steps when positive); ``(bundle, history, seconds)``."""
     torch.manual_seed(recipe["seed"])
     globe = make_globe(**recipe["globe"])
     start = time.perf_counter()
     sinr = train_sinr(globe, **recipe["sinr"], seed=recipe["seed"])
     t_sinr = time.perf_counter() - start
+    if log_every:
+        print(f"SINR trained in {t_sinr:.0f} s", file=sys.stderr, flush=True)
     fs = train_fssinr(globe, sinr, steps=recipe["steps"], **recipe["fs"], seed=recipe["seed"],
-                      snapshots=set(recipe["snapshots"]), **recipe["arch"])
+                      snapshots=set(recipe["snapshots"]), log_every=log_every, **recipe["arch"])
     ablated = None
     if "sinr_ablation" in recipe:
         ablated = train_sinr(globe, **{**recipe["sinr"], **recipe["sinr_ablation"]}, seed=recipe["seed"])
@@ -124,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     recipe = recipe_from_args(RECIPES, args)
     torch.set_num_threads(1)  # a fixed order of floating-point sums: the same weights on any CPU
-    bundle, history, seconds = train_bundle(recipe)
+    bundle, history, seconds = train_bundle(recipe, log_every=200)
     meta = provenance(
         command="python -m companion.species_range.train " + " ".join(argv if argv is not None else sys.argv[1:]),
         recipe=recipe, seconds=seconds, device="cpu",
