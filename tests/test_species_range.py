@@ -223,6 +223,9 @@ def test_training_paths_run_keep_the_loss_and_the_snapshots():
     g = sr.make_globe(600, 12, 3, seed=4)
     sinr = sr.train_sinr(g, width=16, depth=1, steps=6, batch=32, warmup=2)
     assert len(sinr.history["loss"]) == 6 and np.isfinite(sinr.history["loss"]).all()
+    # SINR's official dropout (0.5) reaches the residual blocks
+    half = sr.train_sinr(g, width=16, depth=1, steps=1, batch=32, warmup=1, dropout=0.5)
+    assert [m.p for m in half.enc.modules() if isinstance(m, torch.nn.Dropout)] == [0.5]
     fs = sr.train_fssinr(g, sinr, steps=5, batch=8, warmup=2, snapshots={3}, n_layers=1, ffn=16)
     assert len(fs.history["loss"]) == 5 and list(fs.history["snapshots"]) == [3]
     assert not fs.training
@@ -263,6 +266,23 @@ def test_covariate_features_prior_and_trend():
     assert lo <= slope <= hi and lo >= 0.0 - 1e-12
 
 
+def test_bundle_round_trips_with_the_ablated_sinr():
+    from companion.species_range import train as T
+
+    recipe = dict(seed=0, steps=3, snapshots=[2], globe=dict(n_cells=600, n_train=12, n_test=3, seed=4),
+                  sinr=dict(width=16, depth=1, steps=2, batch=32, lr=5e-4, decay=0.98, decay_epochs=2,
+                            warmup=1),
+                  fs=dict(batch=8, max_ctx=5, fixed_ctx=True, lr=5e-4, decay=0.98, decay_epochs=2, warmup=1),
+                  arch=dict(n_layers=1, n_heads=2, ffn=16), sinr_ablation={"dropout": 0.5})
+    bundle, history, _ = T.train_bundle(recipe)
+    assert "sinr_ablation_loss_per_50" in history
+    assert not torch.equal(bundle.sinr.table.weight, bundle.sinr_ablation.table.weight)
+    again = T._build({"recipe": recipe})
+    again.load_state_dict(bundle.state_dict())  # strict: the same modules, the ablation included
+    plain = {k: v for k, v in recipe.items() if k != "sinr_ablation"}
+    assert not hasattr(T._build({"recipe": plain}), "sinr_ablation")
+
+
 def test_shipped_checkpoint_loads_into_the_current_code():
     from companion.species_range import train as T
 
@@ -294,6 +314,8 @@ ISSUE_39_BAD_INPUTS = [
     (lambda **kw: sr.train_sinr(_globe(), **kw), dict(decay=1.5), "decay"),
     (lambda **kw: sr.train_sinr(_globe(), **kw), dict(pos_weight=float("nan")), "pos_weight"),
     (lambda **kw: sr.train_sinr(_globe(), **kw), dict(warmup=0), "warmup"),
+    (lambda **kw: sr.train_sinr(_globe(), **kw), dict(dropout=1.0), "dropout"),
+    (lambda **kw: sr.train_sinr(_globe(), **kw), dict(dropout=float("nan")), "dropout"),
     (lambda **kw: sr.covariate_features(**kw), dict(cov=np.full((5, 4), np.nan)), "cov"),
     (lambda **kw: sr.covariate_features(**kw), dict(cov=np.zeros(5)), "cov"),
     (lambda **kw: sr.prior_scores(**kw), dict(ranges=np.zeros((2, 3))), "ranges"),
@@ -325,6 +347,8 @@ SR_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refus
     (lambda: _sr.timed("fn"), "fn"),
     (lambda: _sr.timed(len, [1], repeats=0), "repeats"),
     (lambda: _sr.train_fssinr("globe", None), "globe"),
+    (lambda: _sr.train_fssinr(_globe(), _sr.train_sinr(_globe(), width=8, depth=1, steps=1, batch=8,
+                                                       warmup=1), steps=1, log_every=-1), "log_every"),
 ]
 
 
