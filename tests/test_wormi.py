@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from companion.wormi import agent, minihome
+from companion.wormi import agent, minihome, models
 from companion.wormi.minihome import ACTION, FACT, TASKS, Domain, goal_vectors, reached
 from companion.wormi.models import CompoundAttention, ReasoningPolicy, WorldModel, world_features
-from companion.wormi.retrieval import PrototypeIndex, abstract_transition
+from companion.wormi.retrieval import PrototypeIndex, abstract_transition, retrieve
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -319,6 +319,17 @@ WORMI_BAD_INPUTS = [
     (lambda **kw: agent.evaluate(agent.WorldModelPolicy(WorldModel(8)), Domain(), **kw), dict(n=2.5), "n"),
     (lambda **kw: agent.evaluate(agent.WorldModelPolicy(WorldModel(8)), Domain(), **kw), dict(n=0), "n"),
     (lambda **kw: PrototypeIndex(**kw), dict(prototypes=[np.full((2, 71), np.inf, np.float32)]), "prototypes"),
+    # issue 49, through companion.validation: a fractional or bool K, a NaN share, 2-D features
+    (lambda **kw: retrieve(np.zeros((1, 2, 3)), **kw), dict(K=1.5), "K: expected an integer >= 1"),
+    (lambda **kw: retrieve(np.zeros((1, 2, 3)), **kw), dict(K=True), "K: expected an integer >= 1"),
+    (lambda **kw: retrieve(K=1, **kw), dict(dist=np.full((1, 2, 3), np.nan)), "dist: must be finite"),
+    (lambda **kw: agent.collect(Domain(), 1, 0, **kw), dict(mix=(np.nan, 0.0)), "mix: expected a number in"),
+    (lambda **kw: agent.collect(Domain(), 1, 0, **kw), dict(drop=np.nan), "drop: expected a number in"),
+    (lambda **kw: agent.select_worlds(idx=np.zeros((2, 1), dtype=int), present=np.ones((2, 1), bool), **kw),
+     dict(features=[torch.zeros(2, 4)] * 4), "features\\[0\\]: expected 3 dimensions"),
+    (lambda **kw: agent.train_reasoning({"g": np.zeros(1)}, **kw), dict(batch=2.0), "batch: expected an integer"),
+    (lambda **kw: WorldModel(**kw), dict(width=True), "width: expected an integer"),
+    (lambda **kw: models.Implant(**kw), dict(layers=(0.5, 1)), "layers: expected an integer >= 0"),
 ]
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 from torch.nn import functional as fn
 
+from ..validation import as_finite_tensor, as_positive_int, as_real
 from .minihome import TASKS, A, Domain, blocked_by, goal_vectors, reached
 from .models import CompoundAttention, Implant, ReasoningPolicy, WorldModel, world_features
 from .retrieval import PrototypeIndex, abstract_transition, retrieve
@@ -219,8 +220,7 @@ def select_worlds(features: list[torch.Tensor], idx: np.ndarray, present: np.nda
     """The features of the chosen worlds ``(B, K, .)`` and their mask; ``average`` makes the mean
     over the whole library a single world (the naive-fusion baseline)."""
     for i, f in enumerate(features):
-        if not bool(torch.isfinite(f).all()):
-            raise ValueError(f"features[{i}]: must be finite (found NaN or inf)")
+        as_finite_tensor(f, f"features[{i}]", ndim=3)
     device = features[0].device
     if average:
         return [f.mean(1, keepdim=True) for f in features], torch.ones(len(idx), 1, dtype=torch.bool,
@@ -248,8 +248,9 @@ def collect(domain: Domain, episodes: int, seed: int, mix: tuple[float, float] =
     - with an ``index``, the worlds retrieved from the trajectory so far, world ``own`` excluded
       from retrieval in half of the episodes (the first pass of the chapter).
     """
-    if len(mix) != 2 or min(mix) < 0 or sum(mix) > 1:
+    if len(mix) != 2 or sum(as_real(p, "mix", low=0, high=1) for p in mix) > 1:
         raise ValueError(f"mix: expected (p_expert, p_agent) >= 0 with a sum <= 1, got {mix}")
+    as_real(drop, "drop", low=0, high=1)
     if mix[1] > 0 and agent is None:
         raise ValueError("agent: mix gives the agent a share of the steps, so an agent is needed")
     if subset is not None and (own is None or not 0 <= own < subset or not 1 <= K <= subset):
@@ -313,8 +314,7 @@ def train_reasoning(data: dict[str, np.ndarray], epochs: int = 30, batch: int = 
     """Behaviour cloning of ``pi_R`` on the base domain; returned frozen (eval mode, no grad)."""
     _check_data(data)
     for name, value in (("epochs", epochs), ("batch", batch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        as_positive_int(value, name)
     torch.manual_seed(seed)
     pi_r = ReasoningPolicy().to(device)
     t = _torch(data, ("g", "s", "prev_a", "prev_eff", "expert"), device)
@@ -395,8 +395,7 @@ def evaluate(policy, domain: Domain, n: int = 60, seed: int = 0) -> tuple[pd.Dat
     every step's states, actions, effects and blocking modifiers (``states``, ``actions``,
     ``changed``, ``blocked``).
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n: expected a whole number of episodes >= 1, got {n!r}")
+    as_positive_int(n, "n")
     ep = Episodes.start(domain, n, seed)
     index = getattr(policy, "index", None)
     if getattr(policy, "trace", None) is not None:

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as fn
 
+from ..validation import as_positive_int
 from .minihome import A, F
 
 TOKENS = 4  # tokens of the reasoning policy: goal, state, previous action, previous effect
@@ -72,7 +73,7 @@ class WorldModel(nn.Module):
 
     def __init__(self, width: int = 64):
         super().__init__()
-        self.width = width
+        self.width = as_positive_int(width, "width")
         self.enc1, self.enc2 = nn.Linear(2 * F, width), nn.Linear(width, width)
         self.aff, self.bc = nn.Linear(width, A), nn.Linear(width, A)
         self.dyn = nn.Linear(width + A, F)
@@ -118,8 +119,7 @@ class CompoundAttention(nn.Module):
     def __init__(self, d: int = 64, width: int = 64, heads: int = 4):
         super().__init__()
         for name, value in (("d", d), ("width", width), ("heads", heads)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+            as_positive_int(value, name)
         if d % heads:
             raise ValueError(f"heads: expected a divisor of d = {d}, got {heads}")
         self.d, self.heads = d, heads
@@ -173,7 +173,7 @@ class Implant(nn.Module):
 
     def __init__(self, d: int = 64, width: int = 64, heads: int = 4, layers: tuple[int, ...] = (0, 1)):
         super().__init__()
-        layers = tuple(int(x) for x in layers)
+        layers = tuple(as_positive_int(x, "layers", minimum=0) for x in layers)  # 0.5 is not block 0
         if not layers or len(set(layers)) != len(layers) or min(layers) < 0:
             raise ValueError(f"layers: expected distinct block indices >= 0, got {layers}")
         self.layers = layers

@@ -6,14 +6,15 @@ import numpy as np
 import torch
 from sklearn.cluster import KMeans
 
+from ..validation import as_float_array, as_positive_int
 from .minihome import A, F, check_actions, check_states
 
 P = F + A + F  # width of an abstract transition
 
 
 def _check_finite(x: np.ndarray, name: str) -> np.ndarray:
-    if not np.isfinite(x).all():
-        raise ValueError(f"{name}: must be finite (found NaN or inf)")
+    """``x`` itself (its dtype kept) once :func:`~companion.validation.as_float_array` found it finite."""
+    as_float_array(x, name)
     return x
 
 
@@ -48,8 +49,7 @@ class PrototypeIndex:
 
     @classmethod
     def fit(cls, phis_per_model: list[np.ndarray], k: int = 256, seed: int = 0) -> "PrototypeIndex":
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k: expected a whole number of prototypes >= 1, got {k!r}")
+        as_positive_int(k, "k")
         protos = []
         for j, phi in enumerate(phis_per_model):
             phi = np.asarray(phi, dtype=np.float32)
@@ -105,7 +105,7 @@ def retrieve(dist: np.ndarray, K: int, excluded: np.ndarray | None = None, cover
         raise ValueError(f"dist: expected shape (B, t, N), got {dist.shape}")
     _check_finite(dist, "dist")
     B, t, N = dist.shape
-    if not 1 <= K <= N:
+    if not 1 <= as_positive_int(K, "K") <= N:
         raise ValueError(f"K: expected 1 <= K <= {N} (the library's size), got {K}")
     blocked = np.zeros((B, N), dtype=bool) if excluded is None else excluded.copy()
     if not cover:
