@@ -209,9 +209,9 @@ def test_stream_has_contiguous_global_ids_and_held_out_fonts():
 
 def test_bad_input_is_refused_with_the_argument_named():
     mem = lada.LabelMemory(4)
-    with pytest.raises(ValueError, match="feats_norm: features must be finite"):
+    with pytest.raises(ValueError, match="feats_norm: contains NaN or inf"):
         mem.add_classes(torch.full((3, 4), float("nan")), torch.tensor([0, 0, 1]), 2)
-    with pytest.raises(ValueError, match="feats_norm: expected at least one row"):
+    with pytest.raises(ValueError, match="feats_norm: expected at least one element"):
         mem.add_classes(torch.zeros(0, 4), torch.zeros(0, dtype=torch.int64), 2)
     with pytest.raises(ValueError, match="feats_norm: feature dimension 5 does not match the model's dimension 4"):
         mem.add_classes(torch.ones(3, 5), torch.tensor([0, 0, 1]), 2)
@@ -278,7 +278,7 @@ def test_oracle_task_id_beyond_the_tasks_learned_is_refused_not_uninitialised():
     learner = lada.TaskAdapters(6, epochs=1)
     learner.learn_task(_toy_task(0, 2))
     v = torch.ones(3, 6)
-    with pytest.raises(ValueError, match=r"task_id: expected ids in 0\.\.0"):
+    with pytest.raises(ValueError, match=r"task_id: expected indices in 0\.\.0"):
         learner.predict(v, torch.tensor([0, 1, 5]), select="oracle")
     with pytest.raises(ValueError, match="task_id"):
         learner.predict(v, torch.tensor([0, -1, 0]), select="oracle")
@@ -471,6 +471,20 @@ LADA_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each ref
     (lambda: _ll.check_new_labels(torch.tensor([0, 9]), 2, 4), "labels"),
     (lambda: _ld.pretraining_set("huge"), "scale"),
     (lambda: _lm.summary_table("results"), "results"),
+    # issue 49, through companion.validation: float labels (2.7 read as class 2), bools as numbers,
+    # integer images, NaN weights, a NaN k-means input, a NaN learning rate
+    (lambda: _ll.check_new_labels(torch.tensor([0.0, 1.0]), 0, 2), "labels: expected integer indices"),
+    (lambda: _ll.LabelMemory(4, beta=True), "beta: expected a finite real number"),
+    (lambda: _ll.DPTBank(reg_covar=_NAN), "reg_covar: expected a finite number >= 0"),
+    (lambda: _ll.kmeans_centres(np.full((3, 2), _NAN), 2), "x: must be finite"),
+    (lambda: _ll.check_features(torch.zeros(4), "v"), "v: expected 2 dimensions"),
+    (lambda: lada.weighted_ce(torch.zeros(2, 2), torch.tensor([0, 1]), torch.tensor([1.0, _NAN])), "w: contains NaN"),
+    (lambda: lada.LADALearner(4, lr=_NAN), "lr: expected a finite number > 0"),
+    (lambda: lada.LADALearner(4, scale=0.0), "scale: expected a finite number > 0"),
+    (lambda: _le.extract_features(_le.GlyphCNN(), torch.ones(2, 1, 16, 16, dtype=torch.long)),
+     "x: expected a floating-point tensor"),
+    (lambda: _le.pretrain_encoder(torch.rand(2, 1, 16, 16), torch.tensor([0.0, 1.0])), "y: expected integer indices"),
+    (lambda: _le.pretrain_encoder(torch.rand(2, 1, 16, 16), torch.tensor([0, 1]), lr=_NAN), "lr: expected a finite"),
 ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from companion.validation import as_instance, as_positive_int
+from companion.validation import as_finite_tensor, as_index_tensor, as_instance, as_positive, as_positive_int
 
 __all__ = ["GlyphCNN", "pretrain_encoder", "extract_features", "cache_features", "checksum"]
 
@@ -39,11 +39,7 @@ class GlyphCNN(nn.Module):
 
 def _check_images(x) -> None:
     """``x``: a finite float tensor of images ``(N, 1, 16, 16)``."""
-    if not isinstance(x, torch.Tensor) or x.ndim != 4 or tuple(x.shape[1:]) != (1, 16, 16):
-        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"x: expected images of shape (N, 1, 16, 16), got {shape}")
-    if not x.dtype.is_floating_point or not torch.isfinite(x).all():
-        raise ValueError(f"x: expected finite float images (no NaN or inf), got dtype {x.dtype}")
+    as_finite_tensor(x, "x", shape=(None, 1, 16, 16), floating=True, empty=True)
 
 
 def pretrain_encoder(x: torch.Tensor, y: torch.Tensor, epochs: int = 3, seed: int = 0,
@@ -51,14 +47,11 @@ def pretrain_encoder(x: torch.Tensor, y: torch.Tensor, epochs: int = 3, seed: in
     """Train E with a temporary linear head by cross-entropy (Adam), then freeze it (eval mode,
     ``requires_grad=False``) and drop the head."""
     epochs = as_positive_int(epochs, "epochs")
+    batch, lr = as_positive_int(batch, "batch"), as_positive(lr, "lr")
     if len(x) == 0 or len(x) != len(y):
         raise ValueError(f"x, y: expected the same non-zero length, got {len(x)} and {len(y)}")
     _check_images(x)
-    if not isinstance(y, torch.Tensor) or y.ndim != 1 or y.dtype.is_floating_point or y.dtype == torch.bool:
-        raise ValueError(f"y: expected a 1-D integer tensor of class ids, got "
-                         f"{y.dtype if isinstance(y, torch.Tensor) else type(y).__name__}")
-    if int(y.min()) < 0:
-        raise ValueError(f"y: class ids must be >= 0, got {int(y.min())}")
+    as_index_tensor(y, "y")
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     enc = GlyphCNN(feat_dim).to(x.device)

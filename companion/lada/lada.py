@@ -24,30 +24,25 @@ import numpy as np
 import torch
 from torch import nn
 
-from companion.validation import as_positive_int
+from companion.validation import (as_finite_tensor, as_float_array, as_index_tensor, as_nonnegative, as_positive,
+                                  as_positive_int)
 
 __all__ = ["LabelMemory", "CosineClassifier", "DPTBank", "kmeans_centres", "check_features", "check_new_labels"]
 
 
 def check_features(v: torch.Tensor, name: str, dim: int | None = None) -> torch.Tensor:
     """``v`` as a finite float tensor ``(N, dim)`` with N >= 1, or a ValueError naming ``name``."""
-    if not isinstance(v, torch.Tensor) or v.ndim != 2:
-        shape = tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__
-        raise ValueError(f"{name}: expected a 2-D float tensor (N, d), got {shape}")
-    if len(v) == 0:
-        raise ValueError(f"{name}: expected at least one row, got an empty tensor")
+    as_finite_tensor(v, name, ndim=2)
     if dim is not None and v.shape[1] != dim:
         raise ValueError(f"{name}: feature dimension {v.shape[1]} does not match the model's dimension {dim}")
-    if not torch.isfinite(v).all():
-        raise ValueError(f"{name}: features must be finite (found NaN or inf)")
     return v.float()
 
 
 def check_new_labels(labels: torch.Tensor, n_seen: int, n: int) -> list[int]:
     """The sorted distinct labels of a new task; they must be ``n_seen, n_seen + 1, ...``."""
-    if not isinstance(labels, torch.Tensor) or labels.ndim != 1 or len(labels) != n:
-        raise ValueError(f"labels: expected a 1-D integer tensor of length {n}, got "
-                         f"{tuple(labels.shape) if isinstance(labels, torch.Tensor) else labels!r}")
+    if not isinstance(labels, torch.Tensor):
+        raise ValueError(f"labels: expected a 1-D integer tensor of length {n}, got {type(labels).__name__}")
+    as_index_tensor(labels, "labels", n=n, empty=True)  # a float label 2.7 is not class 2
     classes = sorted(int(c) for c in torch.unique(labels))
     if classes != list(range(n_seen, n_seen + len(classes))):
         seen = f"ids already seen: 0..{n_seen - 1}" if n_seen else "no id seen yet"
@@ -70,8 +65,8 @@ def kmeans_centres(x: np.ndarray, k: int, seed: int = 42) -> np.ndarray:
     from sklearn.cluster import KMeans
 
     k = as_positive_int(k, "k")
-    x = np.asarray(x, dtype=float)
-    if x.ndim != 2 or len(x) == 0 or not np.isfinite(x).all():
+    x = as_float_array(x, "x")
+    if x.ndim != 2:
         raise ValueError(f"x: expected a non-empty finite (n, d) array, got shape {x.shape}")
     key = (hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest(), int(k), int(seed))
     if key not in _KMEANS:
@@ -87,9 +82,7 @@ class LabelMemory(nn.Module):
     def __init__(self, dim: int, beta: float = 1.0, seed: int = 42):
         super().__init__()
         self.dim = as_positive_int(dim, "dim")
-        if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
-            raise ValueError(f"beta: expected a finite number > 0, got {beta!r}")
-        self.beta, self.seed = float(beta), seed
+        self.beta, self.seed = as_positive(beta, "beta"), seed
         self.frozen: list[torch.Tensor] = []  # W of finished tasks, never trained again
         self.current: nn.Parameter | None = None  # W of the task being learned
         self.register_buffer("class_of", torch.zeros(0, dtype=torch.int64))  # memory vector -> class
@@ -176,9 +169,7 @@ class CosineClassifier(nn.Module):
     def __init__(self, dim: int, scale: float = 100.0):
         super().__init__()
         self.dim = as_positive_int(dim, "dim")
-        if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-            raise ValueError(f"scale: expected a finite number > 0, got {scale!r}")
-        self.scale = float(scale)
+        self.scale = as_positive(scale, "scale")
         self.frozen: list[torch.Tensor] = []
         self.current: nn.Parameter | None = None
 
@@ -218,11 +209,8 @@ class DPTBank:
 
     def __init__(self, n_components: int = 4, eta: float = 64.0, seed: int = 42, reg_covar: float = 1e-6):
         self.n_components = as_positive_int(n_components, "n_components")
-        if not (isinstance(eta, (int, float)) and math.isfinite(eta) and eta > 0):
-            raise ValueError(f"eta: expected a finite number > 0, got {eta!r}")
-        if not (isinstance(reg_covar, (int, float)) and math.isfinite(reg_covar) and reg_covar >= 0):
-            raise ValueError(f"reg_covar: expected a finite number >= 0, got {reg_covar!r}")
-        self.eta, self.seed, self.reg_covar = float(eta), seed, float(reg_covar)
+        self.eta, self.seed = as_positive(eta, "eta"), seed
+        self.reg_covar = as_nonnegative(reg_covar, "reg_covar")
         self.means = self.sigmas = self.pis = self.labels = None
         self.n_classes = 0
         # pooled statistics of every raw feature fitted so far (the class-agnostic null of DPT)

@@ -20,9 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
-import math
-
-from companion.validation import as_choice, as_float_array, as_positive_int
+from companion.validation import (as_choice, as_finite_tensor, as_float_array, as_index_tensor, as_positive,
+                                  as_positive_int)
 
 from .lada import CosineClassifier, DPTBank, LabelMemory, check_features, check_new_labels
 
@@ -47,8 +46,9 @@ def weighted_ce(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch
     if logits.ndim != 2 or y.shape != (len(logits),) or w.shape != (len(logits),):
         raise ValueError(f"w: expected logits (N, C) with y and w of shape (N,), got {tuple(logits.shape)}, "
                          f"{tuple(y.shape)} and {tuple(w.shape)}")
-    if not torch.isfinite(w).all() or bool((w < 0).any()):
-        raise ValueError("w: expected finite weights >= 0 (found NaN, inf or a negative weight)")
+    as_finite_tensor(w, "w", empty=True)
+    if bool((w < 0).any()):
+        raise ValueError(f"w: expected weights >= 0, got {float(w.min())}")
     return _weighted_ce(logits, y, w)
 
 
@@ -57,21 +57,13 @@ def _weighted_ce(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torc
     return (nn.functional.cross_entropy(logits, y, reduction="none") * w).mean()
 
 
-def _check_scale(scale) -> float:
-    if isinstance(scale, bool) or not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale: expected a finite number > 0, got {scale!r}")
-    return float(scale)
-
-
 class _Learner:
     """Shared bookkeeping: input checks, the seen classes, the optimiser loop and its timing."""
 
     def __init__(self, dim: int, epochs: int = 30, lr: float = 1e-3, batch: int = 64, seed: int = 0):
         self.dim = as_positive_int(dim, "dim")
         self.epochs = as_positive_int(epochs, "epochs", minimum=0)
-        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-            raise ValueError(f"lr: expected a finite number > 0, got {lr!r}")
-        self.lr, self.batch = float(lr), as_positive_int(batch, "batch")
+        self.lr, self.batch = as_positive(lr, "lr"), as_positive_int(batch, "batch")
         self.gen = torch.Generator().manual_seed(seed)
         self.n_classes, self.n_tasks = 0, 0
         self.train_seconds, self.train_steps = 0.0, 0
@@ -118,7 +110,7 @@ class FineTuneSeq(_Learner):
 
     def __init__(self, dim: int, scale: float = 16.0, **kw):
         super().__init__(dim, **kw)
-        self.scale = _check_scale(scale)
+        self.scale = as_positive(scale, "scale")
         self.weight = torch.zeros(0, dim)
         self.bias = torch.zeros(0)
 
@@ -181,7 +173,7 @@ class TaskAdapters(_Learner):
     def __init__(self, dim: int, select: str = "centroid", hidden: int = 32, scale: float = 16.0, **kw):
         super().__init__(dim, **kw)
         self.select = as_choice(select, "select", ("centroid", "confidence", "oracle"))
-        self.hidden, self.scale = as_positive_int(hidden, "hidden"), _check_scale(scale)
+        self.hidden, self.scale = as_positive_int(hidden, "hidden"), as_positive(scale, "scale")
         self.adapters, self.heads, self.keys, self.first = [], [], [], []
         self.last_selected: torch.Tensor | None = None
 
@@ -210,15 +202,8 @@ class TaskAdapters(_Learner):
         if select == "oracle":
             if task_id is None or len(task_id) != len(v):
                 raise ValueError("task_id: the oracle selector needs the true task of every input")
-            task_id = torch.as_tensor(task_id)
-            if task_id.ndim != 1:
-                raise ValueError(f"task_id: expected a 1-D tensor of task ids, got shape {tuple(task_id.shape)}")
-            if task_id.dtype.is_floating_point or task_id.dtype == torch.bool or task_id.is_complex():
-                raise ValueError(f"task_id: expected integer task ids, got dtype {task_id.dtype}")
-            if len(task_id) and (int(task_id.min()) < 0 or int(task_id.max()) >= len(self.adapters)):
-                raise ValueError(f"task_id: expected ids in 0..{len(self.adapters) - 1} (the tasks learned), "
-                                 f"got values in {int(task_id.min())}..{int(task_id.max())}")
-            chosen = task_id.to(v.device)
+            # ids beyond the tasks learned would index adapters that do not exist
+            chosen = as_index_tensor(task_id, "task_id", high=len(self.adapters), empty=True).to(v.device)
         elif select == "centroid":
             chosen = (v @ torch.stack(self.keys).T).argmax(1)
         else:
@@ -253,7 +238,7 @@ class LADALearner(_Learner):
             raise ValueError(f"alpha: expected a finite real number, got shape {np.shape(alpha)}")
         self.alpha = float(as_float_array(alpha, "alpha"))
         self.use_memory, self.use_dpt = bool(use_memory), bool(use_dpt)
-        self.classifier = CosineClassifier(dim, _check_scale(scale))
+        self.classifier = CosineClassifier(dim, as_positive(scale, "scale"))
         self.memory = LabelMemory(dim, beta) if use_memory else None
         self.bank = DPTBank(lam2, eta) if use_dpt else None
 
