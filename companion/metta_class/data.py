@@ -12,7 +12,7 @@ import torch
 
 import numpy as np
 
-from ._checks import as_int, as_labels, as_points
+from companion.validation import as_finite_tensor, as_index_tensor, as_positive_int
 
 __all__ = ["Dataset", "digits", "blobs", "overlapping_blobs", "shuffle_pixels", "FONTS", "render_glyphs",
            "random_strokes", "interpolate_classes", "quarter_turn"]
@@ -37,10 +37,11 @@ class Dataset:
     centers: torch.Tensor | None = None
 
     def __post_init__(self):
-        K = as_int(self.n_classes, "n_classes", low=2)
-        X_train = as_points(self.X_train, "X_train")
-        as_labels(self.y_train, len(X_train), K, "y_train")
-        as_labels(self.y_test, len(as_points(self.X_test, "X_test", d=X_train.shape[1])), K, "y_test")
+        K = as_positive_int(self.n_classes, "n_classes", minimum=2)
+        X_train = as_finite_tensor(self.X_train, "X_train", ndim=2, floating=True)
+        as_index_tensor(self.y_train, "y_train", n=len(X_train), high=K)
+        X_test = as_finite_tensor(self.X_test, "X_test", shape=(None, X_train.shape[1]), floating=True)
+        as_index_tensor(self.y_test, "y_test", n=len(X_test), high=K)
 
     def to(self, device) -> "Dataset":
         move = (lambda t: None if t is None else t.to(device))
@@ -57,7 +58,7 @@ def digits(seed: int = 0, test_size: float = 0.3) -> Dataset:
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    seed = as_int(seed, "seed", low=0)
+    seed = as_positive_int(seed, "seed", minimum=0)
     if not 0 < test_size < 1:
         raise ValueError(f"test_size: expected a fraction in (0, 1), got {test_size!r}")
     X, y = load_digits(return_X_y=True)
@@ -69,7 +70,7 @@ def blobs(n_train: int = 6000, n_test: int = 900, random_state: int = 42) -> Dat
     """Three unit-variance Gaussian blobs in 2-D (``make_blobs``, as in the paper's 2-D example)."""
     from sklearn.datasets import make_blobs
 
-    n_train, n_test = as_int(n_train, "n_train", low=3), as_int(n_test, "n_test", low=3)
+    n_train, n_test = as_positive_int(n_train, "n_train", minimum=3), as_positive_int(n_test, "n_test", minimum=3)
     X, y, centers = make_blobs(n_samples=n_train + n_test, centers=3, n_features=2, cluster_std=1.0,
                                random_state=random_state, return_centers=True)
     return Dataset(*_tensors(X[:n_train], y[:n_train]), *_tensors(X[n_train:], y[n_train:]), n_classes=3,
@@ -82,7 +83,7 @@ def shuffle_pixels(X: torch.Tensor, generator: torch.Generator | None = None,
 
     ``among``, a bool mask ``(d,)``, restricts the permutation to those features (the others stay).
     """
-    X = as_points(X)
+    X = as_finite_tensor(X, "X", ndim=2, floating=True)
     if among is None:
         among = torch.ones(X.shape[1], dtype=torch.bool, device=X.device)
     if not isinstance(among, torch.Tensor) or among.dtype != torch.bool or among.shape != (X.shape[1],):
@@ -102,7 +103,7 @@ def overlapping_blobs(separation: float = 2.0, n_train: int = 6000, n_test: int 
 
     if isinstance(separation, bool) or not isinstance(separation, (int, float)) or not 0 < separation < 1e6:
         raise ValueError(f"separation: expected a finite number > 0, got {separation!r}")
-    n_train, n_test = as_int(n_train, "n_train", low=3), as_int(n_test, "n_test", low=3)
+    n_train, n_test = as_positive_int(n_train, "n_train", minimum=3), as_positive_int(n_test, "n_test", minimum=3)
     centers = np.array([[0.0, 0.0], [float(separation), 0.0], [0.0, 6.0]])
     X, y = make_blobs(n_samples=n_train + n_test, centers=centers, cluster_std=1.0, random_state=random_state)
     return Dataset(*_tensors(X[:n_train], y[:n_train]), *_tensors(X[n_train:], y[n_train:]), n_classes=3,
@@ -166,7 +167,7 @@ def render_glyphs(chars: str, fonts=FONTS, n_variants: int = 2, seed: int = 0):
     if not fonts or missing:
         raise ValueError(f"fonts: expected names of matplotlib's bundled fonts such as {FONTS[:2]}, "
                          f"got {missing or fonts}")
-    n_variants, seed = as_int(n_variants, "n_variants", low=1), as_int(seed, "seed", low=0)
+    n_variants, seed = as_positive_int(n_variants, "n_variants", minimum=1), as_positive_int(seed, "seed", minimum=0)
     images, index = [], []
     for f, name in enumerate(fonts):
         font = ImageFont.truetype(str(_font_path(name)), 100)
@@ -183,7 +184,7 @@ def random_strokes(n: int, seed: int = 0) -> torch.Tensor:
     on the digits' 32x32 bitmap, counted in 4x4 blocks like the digits: ink without a digit."""
     from PIL import Image, ImageDraw
 
-    n, seed = as_int(n, "n", low=1), as_int(seed, "seed", low=0)
+    n, seed = as_positive_int(n, "n", minimum=1), as_positive_int(seed, "seed", minimum=0)
     rng = np.random.default_rng([seed, 7919])
     out = []
     for _ in range(n):
@@ -206,9 +207,9 @@ def interpolate_classes(X: torch.Tensor, y: torch.Tensor, n: int, generator: tor
                         weight: float = 0.5) -> torch.Tensor:
     """``n`` images ``weight * x_a + (1 - weight) * x_b`` of two rows of ``X`` with different labels
     ``y`` (drawn at random): points between two classes, on neither."""
-    X = as_points(X)
-    y = as_labels(y, X.shape[0], int(y.max()) + 1 if isinstance(y, torch.Tensor) and y.numel() else 1)
-    n = as_int(n, "n", low=1)
+    X = as_finite_tensor(X, "X", ndim=2, floating=True)
+    y = as_index_tensor(y, "y", n=X.shape[0])
+    n = as_positive_int(n, "n", minimum=1)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < 1:
         raise ValueError(f"weight: expected a number in (0, 1), got {weight!r}")
     if int(y.unique().numel()) < 2:
@@ -225,8 +226,8 @@ def interpolate_classes(X: torch.Tensor, y: torch.Tensor, n: int, generator: tor
 def quarter_turn(X: torch.Tensor, side: int = 8, generator: torch.Generator | None = None) -> torch.Tensor:
     """Each row of ``X`` (a ``side`` x ``side`` image) turned by 90 degrees, clockwise or
     anticlockwise at random: the digit's strokes, in an orientation no digit has."""
-    X = as_points(X)
-    side = as_int(side, "side", low=2)
+    X = as_finite_tensor(X, "X", ndim=2, floating=True)
+    side = as_positive_int(side, "side", minimum=2)
     if X.shape[1] != side * side:
         raise ValueError(f"X: expected {side * side} pixels per row ({side} x {side}), got {X.shape[1]}")
     img = X.reshape(-1, side, side)

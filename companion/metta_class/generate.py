@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import as_int, as_points, as_positive
+from companion.validation import as_finite_tensor, as_positive, as_positive_int
 
 __all__ = ["ascend"]
 
@@ -17,8 +17,8 @@ def ascend(model: nn.Module, x0: torch.Tensor, class_index, *, steps: int = 300,
     ``class_index`` is one label c for every row or a tensor ``(N,)`` of labels. ``clamp=None`` is
     the paper's unclamped ascent. The model's parameters are not changed; ``x0`` is not modified.
     """
-    x = as_points(x0, "x0").detach().clone()
-    steps, eta = as_int(steps, "steps", low=0), as_positive(step_size, "step_size")
+    x = as_finite_tensor(x0, "x0", ndim=2, floating=True).detach().clone()
+    steps, eta = as_positive_int(steps, "steps", minimum=0), as_positive(step_size, "step_size")
     with torch.no_grad():
         n_out = model(x[:1]).shape[1]
     c = torch.as_tensor(class_index, device=x.device)

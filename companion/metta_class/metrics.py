@@ -9,14 +9,14 @@ from scipy.special import logsumexp
 from scipy.stats import rankdata
 from torch import nn
 
-from ._checks import as_int, as_labels, as_points
+from companion.validation import as_finite_tensor, as_index_tensor, as_positive_int
 
 __all__ = ["predict", "occupancy_factor", "purity_factors", "auroc", "max_softmax", "metta_probability",
            "GaussianDensity"]
 
 
 def _logits(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
-    X = as_points(X)
+    X = as_finite_tensor(X, "X", ndim=2, floating=True)
     with torch.no_grad():
         return model(X)
 
@@ -33,7 +33,7 @@ def occupancy_factor(pred: torch.Tensor, metta_label: int) -> float:
     ``pred`` holds the predicted labels of Metta samples; for a net without a Metta output every
     prediction is a real class and OF = 1.
     """
-    metta_label = as_int(metta_label, "metta_label", low=0)
+    metta_label = as_positive_int(metta_label, "metta_label", minimum=0)
     pred = _as_pred(pred, metta_label)
     return float((pred != metta_label).double().mean())
 
@@ -41,9 +41,9 @@ def occupancy_factor(pred: torch.Tensor, metta_label: int) -> float:
 def purity_factors(pred: torch.Tensor, y: torch.Tensor, n_classes: int) -> torch.Tensor:
     """PF_k, eq. (metta-purity): the precision of each real class k on real test points (labels
     ``0..K-1``) together with Metta test points (label ``K``). NaN where class k is never predicted."""
-    n_classes = as_int(n_classes, "n_classes", low=1)
+    n_classes = as_positive_int(n_classes, "n_classes", minimum=1)
     pred = _as_pred(pred, n_classes)
-    y = as_labels(y, pred.shape[0], n_classes + 1)
+    y = as_index_tensor(y, "y", n=pred.shape[0], high=n_classes + 1)
     k = torch.arange(n_classes, device=pred.device)
     predicted = (pred[:, None] == k).double()
     hits = (predicted * (y[:, None] == k).double()).sum(0)
@@ -75,9 +75,9 @@ class GaussianDensity:
     def __init__(self, X: torch.Tensor, y: torch.Tensor, n_classes: int):
         from sklearn.covariance import LedoitWolf
 
-        X = as_points(X)
-        n_classes = as_int(n_classes, "n_classes", low=1)
-        y = as_labels(y, X.shape[0], n_classes).cpu().numpy()
+        X = as_finite_tensor(X, "X", ndim=2, floating=True)
+        n_classes = as_positive_int(n_classes, "n_classes", minimum=1)
+        y = as_index_tensor(y, "y", n=X.shape[0], high=n_classes).cpu().numpy()
         Xn = X.detach().cpu().double().numpy()
         self.d = Xn.shape[1]
         self.parts = []
@@ -91,7 +91,7 @@ class GaussianDensity:
 
     def log_density(self, X: torch.Tensor) -> np.ndarray:
         """``log sum_k pi_k N(x; mu_k, Sigma_k)`` for each row of ``X``."""
-        Xn = as_points(X, d=self.d).detach().cpu().double().numpy()
+        Xn = as_finite_tensor(X, "X", shape=(None, self.d), floating=True).detach().cpu().double().numpy()
         terms = []
         for log_pi, mu, prec, logdet in self.parts:
             diff = Xn - mu
@@ -102,15 +102,7 @@ class GaussianDensity:
 
 def _as_pred(pred, top: int) -> torch.Tensor:
     """Predicted labels of a net with outputs ``0..top`` (``top`` = K is the Metta label)."""
-    if not isinstance(pred, torch.Tensor) or pred.ndim != 1 or pred.numel() == 0:
-        shape = tuple(pred.shape) if isinstance(pred, torch.Tensor) else type(pred).__name__
-        raise ValueError(f"pred: expected a non-empty 1-D tensor of predicted labels, got {shape}")
-    if pred.is_floating_point() or pred.dtype == torch.bool:
-        raise ValueError(f"pred: expected integer labels, got dtype {pred.dtype}")
-    if int(pred.min()) < 0 or int(pred.max()) > top:
-        raise ValueError(f"pred: labels must lie in 0..{top} (real classes 0..{top - 1}, Metta {top}), got "
-                         f"{int(pred.min())}..{int(pred.max())}")
-    return pred.long()
+    return as_index_tensor(pred, "pred", high=top + 1)
 
 
 def _as_scores(s, name: str) -> np.ndarray:

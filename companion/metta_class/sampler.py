@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ._checks import as_int, as_points
+from companion.validation import as_finite_tensor, as_nonnegative, as_positive_int
 from .data import _rand
 
 __all__ = ["MettaSampler"]
@@ -39,7 +39,7 @@ class MettaSampler:
     @classmethod
     def cube(cls, d: int, low: float = 0.0, high: float = 1.0) -> "MettaSampler":
         """The cube ``[low, high]^d`` (pixels scaled to [0, 1])."""
-        d = as_int(d, "d", low=1)
+        d = as_positive_int(d, "d", minimum=1)
         return cls(torch.full((d,), float(low)), torch.full((d,), float(high)))
 
     @classmethod
@@ -48,9 +48,8 @@ class MettaSampler:
 
         A feature that is constant in ``X`` gets a width of 1 before padding, so the box is never flat.
         """
-        X = as_points(X)
-        if isinstance(pad, bool) or not isinstance(pad, (int, float)) or not 0 <= pad < math.inf:
-            raise ValueError(f"pad: expected a finite number >= 0, got {pad!r}")
+        X = as_finite_tensor(X, "X", ndim=2, floating=True)
+        pad = as_nonnegative(pad, "pad")
         lo, hi = X.min(0).values.float(), X.max(0).values.float()
         width = torch.where(hi > lo, hi - lo, torch.ones_like(hi))
         return cls(lo - pad * width, hi + pad * width)
@@ -61,13 +60,13 @@ class MettaSampler:
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``n`` points ``(n, d)`` drawn independently and uniformly from U, on the bounds' device."""
-        n = as_int(n, "n", low=0)
+        n = as_positive_int(n, "n", minimum=0)
         u = _rand((n, self.d), generator, self.low.device)
         return self.low + u * (self.high - self.low)
 
     def contains(self, X: torch.Tensor) -> torch.Tensor:
         """Which rows of ``X`` lie in U."""
-        X = as_points(X, d=self.d)
+        X = as_finite_tensor(X, "X", shape=(None, self.d), floating=True)
         low, high = self.low.to(X.device), self.high.to(X.device)
         return ((X >= low) & (X <= high)).all(1)
 

@@ -22,7 +22,14 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from ._checks import as_int, as_labels, as_points, as_positive
+from companion.validation import (
+    as_choice,
+    as_finite_tensor,
+    as_index_tensor,
+    as_nonnegative,
+    as_positive,
+    as_positive_int,
+)
 from .sampler import MettaSampler
 
 __all__ = ["mlp", "MLPEnsemble", "train_ensemble", "train_metta_nets", "train_standard_nets",
@@ -31,8 +38,8 @@ __all__ = ["mlp", "MLPEnsemble", "train_ensemble", "train_metta_nets", "train_st
 
 def mlp(d_in: int, hidden: Sequence[int] = (128, 64), n_out: int = 11) -> nn.Sequential:
     """Linear-ReLU blocks of widths ``hidden``, then a linear layer to ``n_out`` logits."""
-    d_in, n_out = as_int(d_in, "d_in", low=1), as_int(n_out, "n_out", low=1)
-    widths = [as_int(h, "hidden", low=1) for h in hidden]
+    d_in, n_out = as_positive_int(d_in, "d_in", minimum=1), as_positive_int(n_out, "n_out", minimum=1)
+    widths = [as_positive_int(h, "hidden", minimum=1) for h in hidden]
     layers, last = [], d_in
     for width in widths:
         layers += [nn.Linear(last, width), nn.ReLU()]
@@ -47,7 +54,7 @@ class MLPEnsemble(nn.Module):
 
     def __init__(self, d_in: int, hidden: Sequence[int], n_out: int, seeds: Sequence[int]):
         super().__init__()
-        seeds = [as_int(s, "seeds", low=0) for s in seeds]
+        seeds = [as_positive_int(s, "seeds", minimum=0) for s in seeds]
         if not seeds:
             raise ValueError("seeds: expected at least one seed")
         self.d_in, self.hidden, self.n_out = d_in, tuple(hidden), n_out
@@ -77,7 +84,9 @@ class MLPEnsemble(nn.Module):
 
     def member(self, s: int) -> nn.Sequential:
         """Member ``s`` as an ordinary :func:`mlp` (a copy, on the ensemble's device)."""
-        s = as_int(s, "s", low=0, high=self.n_members - 1)
+        s = as_positive_int(s, "s", minimum=0)
+        if s >= self.n_members:
+            raise ValueError(f"s: expected a member index in 0..{self.n_members - 1}, got {s}")
         net = mlp(self.d_in, self.hidden, self.n_out).to(self.weights[0].device)
         layers = [m for m in net if isinstance(m, nn.Linear)]
         with torch.no_grad():
@@ -102,21 +111,18 @@ def train_ensemble(model: MLPEnsemble, data: Sequence[tuple[torch.Tensor, torch.
         raise ValueError(f"model: expected an MLPEnsemble, got {type(model).__name__}")
     if len(data) != model.n_members:
         raise ValueError(f"data: expected one (X, y) pair per member ({model.n_members}), got {len(data)}")
-    steps, every = as_int(steps, "steps", low=1), as_int(every, "every", low=1)
-    batch_size, lr = as_int(batch_size, "batch_size", low=1), as_positive(lr, "lr")
-    if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)) \
-            or not 0 <= weight_decay < float("inf"):
-        raise ValueError(f"weight_decay: expected a finite number >= 0, got {weight_decay!r}")
-    if optimizer not in ("adam", "sgd"):
-        raise ValueError(f"optimizer: expected 'adam' or 'sgd', got {optimizer!r}")
-    Xs = [as_points(X, "data", d=model.d_in) for X, _ in data]
-    ys = [as_labels(y, X.shape[0], model.n_out, "data") for X, (_, y) in zip(Xs, data)]
+    steps, every = as_positive_int(steps, "steps", minimum=1), as_positive_int(every, "every", minimum=1)
+    batch_size, lr = as_positive_int(batch_size, "batch_size", minimum=1), as_positive(lr, "lr")
+    weight_decay = as_nonnegative(weight_decay, "weight_decay")
+    optimizer = as_choice(optimizer, "optimizer", ("adam", "sgd"))
+    Xs = [as_finite_tensor(X, "data", shape=(None, model.d_in), floating=True) for X, _ in data]
+    ys = [as_index_tensor(y, "data", n=X.shape[0], high=model.n_out) for X, (_, y) in zip(Xs, data)]
     sizes = torch.tensor([X.shape[0] for X in Xs], device=Xs[0].device)
     n_max = int(sizes.max())
     X_pad = torch.stack([torch.cat([X, X.new_zeros(n_max - X.shape[0], X.shape[1])]) for X in Xs])
     y_pad = torch.stack([torch.cat([y, y.new_zeros(n_max - y.shape[0])]) for y in ys])
     rows = torch.arange(model.n_members, device=X_pad.device)[:, None]
-    gen = torch.Generator().manual_seed(as_int(seed, "seed", low=0))
+    gen = torch.Generator().manual_seed(as_positive_int(seed, "seed", minimum=0))
     make = torch.optim.Adam if optimizer == "adam" else torch.optim.SGD
     opt = make(model.parameters(), lr=lr, weight_decay=float(weight_decay), foreach=True)
     losses, total = [], torch.zeros((), device=X_pad.device)
@@ -160,12 +166,12 @@ def train_metta_nets(X: torch.Tensor, y: torch.Tensor, n_classes: int, sampler: 
 
     Each seed draws its own Metta samples once, before training, as the paper's code does.
     """
-    X = as_points(X)
-    n_classes = as_int(n_classes, "n_classes", low=1)
-    y = as_labels(y, X.shape[0], n_classes)
+    X = as_finite_tensor(X, "X", ndim=2, floating=True)
+    n_classes = as_positive_int(n_classes, "n_classes", minimum=1)
+    y = as_index_tensor(y, "y", n=X.shape[0], high=n_classes)
     _check_sampler(sampler, X.shape[1])
     _check_inside(X, sampler, "X")
-    n_metta = as_int(n_metta, "n_metta", low=1)
+    n_metta = as_positive_int(n_metta, "n_metta", minimum=1)
     model = MLPEnsemble(X.shape[1], hidden, n_classes + 1, seeds).to(X.device)
     data = [_metta_data(X, y, n_classes, sampler, n_metta, s) for s in seeds]
     train_ensemble(model, data, steps=steps, seed=seeds[0], **kw)
@@ -175,9 +181,9 @@ def train_metta_nets(X: torch.Tensor, y: torch.Tensor, n_classes: int, sampler: 
 def train_standard_nets(X: torch.Tensor, y: torch.Tensor, n_classes: int, *, seeds: Sequence[int] = (0,),
                         hidden: Sequence[int] = (128, 64), steps: int = 1500, **kw) -> MLPEnsemble:
     """The baseline, one per seed: the same MLP with ``n_classes`` outputs, on the real data only."""
-    X = as_points(X)
-    n_classes = as_int(n_classes, "n_classes", low=1)
-    y = as_labels(y, X.shape[0], n_classes)
+    X = as_finite_tensor(X, "X", ndim=2, floating=True)
+    n_classes = as_positive_int(n_classes, "n_classes", minimum=1)
+    y = as_index_tensor(y, "y", n=X.shape[0], high=n_classes)
     model = MLPEnsemble(X.shape[1], hidden, n_classes, seeds).to(X.device)
     train_ensemble(model, [(X, y)] * len(seeds), steps=steps, seed=seeds[0], **kw)
     return model
@@ -193,7 +199,7 @@ def train_unary_nets(classes: Sequence[torch.Tensor], sampler: MettaSampler | Se
     the same dimension, trained together)."""
     if not classes:
         raise ValueError("classes: expected at least one tensor of class points")
-    Xs = [as_points(X, "classes") for X in classes]
+    Xs = [as_finite_tensor(X, "classes", ndim=2, floating=True) for X in classes]
     if len({X.shape[1] for X in Xs}) != 1:
         raise ValueError(f"classes: expected the same number of features in every class, got "
                          f"{sorted({X.shape[1] for X in Xs})}")
@@ -203,7 +209,7 @@ def train_unary_nets(classes: Sequence[torch.Tensor], sampler: MettaSampler | Se
     for X, smp in zip(Xs, samplers):
         _check_sampler(smp, Xs[0].shape[1])
         _check_inside(X, smp, "classes")
-    n_metta, seed = as_int(n_metta, "n_metta", low=1), as_int(seed, "seed", low=0)
+    n_metta, seed = as_positive_int(n_metta, "n_metta", minimum=1), as_positive_int(seed, "seed", minimum=0)
     seeds = [seed + 1000 * i for i in range(len(Xs))]
     model = MLPEnsemble(Xs[0].shape[1], hidden, 2, seeds).to(Xs[0].device)
     data = [_metta_data(X, torch.zeros(X.shape[0], dtype=torch.long, device=X.device), 1, smp, n_metta, s)
@@ -215,7 +221,7 @@ def train_unary_nets(classes: Sequence[torch.Tensor], sampler: MettaSampler | Se
 def unary_margin(net: nn.Module, X: torch.Tensor) -> torch.Tensor:
     """``s(x) = f_class(x) - f_Metta(x)`` (eq. (metta-margin)): shape ``(N,)`` for one unary net,
     ``(S, N)`` for an ensemble of them."""
-    X = as_points(X)
+    X = as_finite_tensor(X, "X", ndim=2, floating=True)
     with torch.no_grad():
         logits = net(X)
     if logits.shape[-1] != 2:
@@ -239,3 +245,4 @@ def _check_inside(X: torch.Tensor, sampler: MettaSampler, name: str) -> None:
         raise ValueError(f"{name}: {int(outside.sum())} of {X.shape[0]} points lie outside the sampler's box "
                          f"[{float(sampler.low.min()):g}, {float(sampler.high.max()):g}] (data range {lo:g}..{hi:g}); "
                          "scale the data into U (digits: x / 16) or build the box with MettaSampler.from_data")
+
