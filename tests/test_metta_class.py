@@ -490,3 +490,35 @@ METTA_BAD_INPUTS = [  # inputs the chapter never passes; each must be refused na
 def test_bad_input_is_refused_naming_the_argument_table(call, name):
     with pytest.raises(ValueError, match=f"^{name}"):
         call()
+
+
+def test_official_recipe_trains_the_saved_nets_and_its_checkpoint_loads_back(tmp_path):
+    from companion.checkpoints import provenance, save_checkpoint
+    from companion.metta_class import train as T
+
+    assert mc.steps_per_epoch(13_827, 256) == 55 and mc.steps_per_epoch(1257, 256) == 5
+    tiny = dict(mc.RECIPES["quick"], seeds=[3, 4], hidden=[8], epochs=2, save_at=[1, 2], log_every=1,
+                ablations={"weight decay 0": dict(weight_decay=0.0, epochs=1),
+                           "wider": dict(hidden=[16], epochs=1)})
+    modules, history = mc.train_official(tiny)
+    assert sorted(modules) == sorted(["metta_e1", "metta_e2", "standard_e1", "standard_e2", "ablation0_metta_e1",
+                                      "ablation0_standard_e1", "ablation1_metta_e1", "ablation1_standard_e1"])
+    assert [row["epoch"] for row in history["metta"]] == [0, 1, 2] and len(history["standard"][0]["test_accuracy"]) == 2
+    path = save_checkpoint(modules, tmp_path / "official-sgd.pt",
+                           provenance(command="test", recipe=tiny, seconds=1.0, device="cpu", history=history))
+    nets, meta = mc.load_official_nets(path)
+    assert nets[("metta", 2)].n_members == 2 and nets[("wider", "standard")].hidden == (16,)
+    X = torch.rand(5, 64)
+    assert torch.equal(nets[("metta", 1)](X), modules["metta_e1"](X))
+    assert T.CHECKPOINTS.name == "checkpoints"
+
+
+def test_official_recipe_refuses_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="^recipe: expected a dict"):
+        mc.train_official({"seeds": [0]})
+    with pytest.raises(ValueError, match="^path"):
+        mc.load_official_nets(tmp_path / "missing.pt")
+    with pytest.raises(ValueError, match="^batch_size: expected an integer >= 1"):
+        mc.steps_per_epoch(10, 0)
+    with pytest.raises(ValueError, match="^n: expected an integer >= 1"):
+        mc.steps_per_epoch(2.5, 3)

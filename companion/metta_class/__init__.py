@@ -10,7 +10,8 @@ Layout (equation labels are those of the chapter):
   never see: glyphs of other fonts, letters, strokes, interpolations, turned digits;
 * :mod:`.sampler`  -- :class:`MettaSampler`, uniform samples of U (eq. (metta-data));
 * :mod:`.train`    -- MLPs, the Metta net, the standard net and unary nets (eq. (metta-loss)),
-  unary margins (eq. (metta-margin));
+  unary margins (eq. (metta-margin)); the official-recipe checkpoint (``python -m
+  companion.metta_class.train``);
 * :mod:`.metrics`  -- occupancy (eq. (metta-occupancy)), purity (eq. (metta-purity)), AUROC, the
   max-softmax and Gaussian-density baselines;
 * :mod:`.setops`   -- membership, union (eq. (metta-union)), complement, agreement, overlap;
@@ -45,20 +46,16 @@ from .metrics import (
 )
 from .sampler import MettaSampler
 from .setops import agreement, complement, membership, overlap_rate, union
-from .train import (
-    MLPEnsemble,
-    mlp,
-    train_ensemble,
-    train_metta_nets,
-    train_standard_nets,
-    train_unary_nets,
-    unary_margin,
-)
+from companion.checkpoints import lazy_exports
+
+# .train is also the entry point ``python -m companion.metta_class.train``: imported on first use
+_TRAIN = ["MLPEnsemble", "mlp", "train_ensemble", "train_metta_nets", "train_standard_nets", "train_unary_nets",
+          "unary_margin", "steps_per_epoch", "train_official", "load_official_nets", "RECIPES", "CHECKPOINTS"]
+__getattr__ = lazy_exports(__name__, "train", _TRAIN)
 
 __all__ = [
     "FONTS", "Dataset", "blobs", "digits", "overlapping_blobs", "shuffle_pixels", "render_glyphs", "random_strokes",
     "interpolate_classes", "quarter_turn", "ascend", "GaussianDensity", "auroc", "max_softmax",
     "metta_probability", "occupancy_factor", "predict", "purity_factors", "MettaSampler", "agreement",
-    "complement", "membership", "overlap_rate", "union", "MLPEnsemble", "mlp", "train_ensemble", "train_metta_nets",
-    "train_standard_nets", "train_unary_nets", "unary_margin",
+    "complement", "membership", "overlap_rate", "union", *_TRAIN,
 ]
