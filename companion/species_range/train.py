@@ -41,8 +41,9 @@ _ARCH = dict(n_layers=2, n_heads=2, ffn=128)
 RECIPES = {
     # steps: FS-SINR's; snapshots: FS-SINR steps whose weights are kept (2380 steps of 64 = 20 passes
     # over the 7,562 training observations: the official 20 epochs)
-    # (the second pass doubles FS-SINR's steps, 4,800 -> 9,600, keeping the earlier lengths as snapshots)
-    "quick": dict(seed=0, steps=9600, snapshots=[1190, 2380, 4800], globe=_GLOBE, sinr=_SINR, fs=_FS,
+    # (the second pass lengthens FS-SINR to 8,400 steps, keeping the earlier lengths as snapshots; 8,400
+    # rather than 9,600 so that the run, the ablated SINR included, fits its 25 minutes on a busy CPU)
+    "quick": dict(seed=0, steps=8400, snapshots=[1190, 2380, 4800], globe=_GLOBE, sinr=_SINR, fs=_FS,
                   arch=_ARCH, sinr_ablation={"dropout": 0.5}),
     # what a page trains when the quick checkpoint is missing (a fork, a clean clone without
     # package data): the same recipe, shorter, so that the page stays within its 90 s
