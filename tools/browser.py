@@ -207,7 +207,7 @@ def png_record(path: Path) -> dict:
         if chunk in text:
             value = text[chunk]
             out[key] = json.loads(value) if key == "legend_overlap" else (
-                value if key == "min_font_text" else float(value))
+                json.loads(f'"{value}"') if key == "min_font_text" else float(value))
     return out
 
 
