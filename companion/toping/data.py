@@ -22,7 +22,7 @@ import networkx as nx
 import numpy as np
 import torch
 
-from companion.validation import as_choice, as_positive_int
+from companion.validation import as_choice, as_positive_int, as_real
 
 __all__ = ["Graph", "Batch", "collate", "make_ba_house_grid", "make_spmotif", "MOTIFS"]
 
@@ -192,10 +192,8 @@ def make_spmotif(n_per_class: int, bias: float, split: str = "train", perturb: f
     ``floor(perturb |E|)`` random edges are added (never rationale edges)."""
     n_per_class = as_positive_int(n_per_class, "n_per_class")
     split = as_choice(split, "split", ("train", "val", "test"))
-    if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not 0 <= bias <= 1:
-        raise ValueError(f"bias: expected a probability in [0, 1], got {bias!r}")
-    if not 0 <= perturb < 1:
-        raise ValueError(f"perturb: expected a fraction in [0, 1), got {perturb!r}")
+    as_real(bias, "bias", low=0, high=1)
+    as_real(perturb, "perturb", low=0, high=1, high_open=True)
     b = 1 / 3 if split == "test" else float(bias)
     rng = np.random.default_rng(seed)
     graphs = []

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from companion.toping.persistence import Diagram
+from companion.validation import as_finite_tensor, as_nonnegative, as_positive, as_positive_int, as_probability
 
 __all__ = ["RationalHat", "topo_discrepancy", "gaussian_mixture_prior", "bernoulli_info_loss",
            "diagram_w1_line", "diagram_w1_lines", "diagram_w1"]
@@ -18,10 +19,7 @@ __all__ = ["RationalHat", "topo_discrepancy", "gaussian_mixture_prior", "bernoul
 def _check_scores(p: torch.Tensor, name: str = "p") -> torch.Tensor:
     if not isinstance(p, torch.Tensor):
         p = torch.as_tensor(p, dtype=torch.float64)
-    if p.ndim != 1 or p.numel() == 0:
-        raise ValueError(f"{name}: expected a non-empty 1-D tensor of scores, got shape {tuple(p.shape)}")
-    if not bool(torch.isfinite(p).all()):
-        raise ValueError(f"{name}: must be finite (no NaN or inf)")
+    as_finite_tensor(p, name, ndim=1)
     if bool((p < 0).any() or (p > 1).any()):
         raise ValueError(f"{name}: scores must lie in [0, 1], got [{float(p.min()):.4g}, {float(p.max()):.4g}]")
     return p
@@ -37,10 +35,8 @@ class RationalHat(nn.Module):
     def __init__(self, n_elements: int = 8, init_range: tuple[float, float] = (0.0, 0.5),
                  lipschitz: float = 2.0, seed: int = 0):
         super().__init__()
-        if isinstance(n_elements, bool) or not isinstance(n_elements, int) or n_elements < 1:
-            raise ValueError(f"n_elements: expected an integer >= 1, got {n_elements!r}")
-        if isinstance(lipschitz, bool) or not isinstance(lipschitz, (int, float)) or not 0 < lipschitz < float("inf"):
-            raise ValueError(f"lipschitz: expected a finite number > 0, got {lipschitz!r}")
+        as_positive_int(n_elements, "n_elements")
+        as_positive(lipschitz, "lipschitz")
         lo, hi = (float(v) for v in init_range)
         if not 0 <= lo <= hi < float("inf"):
             raise ValueError(f"init_range: expected 0 <= low <= high, finite, got {init_range!r}")
@@ -81,10 +77,8 @@ def gaussian_mixture_prior(p: torch.Tensor, rho: torch.Tensor, mus=(0.25, 0.75),
     ``w N(mu_1, r_1^2) + (1 - w) N(mu_2, r_2^2)``, ``r = softplus(rho) + 1e-3``, plus
     ``gamma (r_1^-2 + r_2^-2)`` against a collapse of the variances."""
     p = _check_scores(p)
-    if not 0 < weight < 1:
-        raise ValueError(f"weight: expected a number in (0, 1), got {weight!r}")
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not gamma >= 0:
-        raise ValueError(f"gamma: expected a number >= 0, got {gamma!r}")
+    as_probability(weight, "weight")
+    as_nonnegative(gamma, "gamma")
     r = nn.functional.softplus(rho) + 1e-3
     mu = torch.as_tensor(mus, dtype=p.dtype, device=p.device)
     logw = torch.log(torch.tensor([weight, 1 - weight], dtype=p.dtype, device=p.device))
@@ -94,8 +88,7 @@ def gaussian_mixture_prior(p: torch.Tensor, rho: torch.Tensor, mus=(0.25, 0.75),
 
 def bernoulli_info_loss(p: torch.Tensor, r: float) -> torch.Tensor:
     """GSAT's information loss, eq. ``toping-gsat``: mean KL(Bern(p_e) || Bern(r))."""
-    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 < r < 1:
-        raise ValueError(f"r: expected a number in (0, 1), got {r!r}")
+    as_probability(r, "r")
     p = _check_scores(p)
     eps = 1e-6
     return (p * torch.log(p / r + eps) + (1 - p) * torch.log((1 - p) / (1 - r) + eps)).mean()

@@ -12,7 +12,7 @@ from companion.toping.data import Graph, collate
 from companion.toping.losses import diagram_w1
 from companion.toping.persistence import (FILTRATIONS, batch_cut_persistence, batch_node_cut_persistence,
                                           cut_persistence, node_cut_persistence)
-from companion.validation import as_1d_float_array, as_choice, as_instance, as_positive_int
+from companion.validation import as_1d_float_array, as_choice, as_instance, as_positive_int, as_probability
 
 __all__ = ["explanation_auc", "two_means_1d", "ashman_d", "cycle_edge_scores", "degree_edge_scores",
            "node_truth", "topo_gaps", "topo_gap", "perturbed_scores", "total_persistence",
@@ -163,8 +163,7 @@ def topo_gap(graph: Graph, f, t: float = 0.5, filtration: str = "node") -> float
 def cut_share(edge_scores, t: float = 0.5) -> float:
     """The share of edges whose score is above the cut ``t``: the size of G_X."""
     s = as_1d_float_array(edge_scores, "edge_scores")
-    if not 0 < t < 1:
-        raise ValueError(f"t: expected a cut in (0, 1), got {t!r}")
+    t = as_probability(t, "t")  # a cut strictly between 0 and 1
     return float((s > t).mean())
 
 
@@ -182,8 +181,7 @@ def perturbed_scores(graph: Graph, how: str, k: int, rng: np.random.Generator, o
     n = graph.num_nodes if on == "node" else len(graph.edges)
     if gt.shape != (n,):
         raise ValueError(f"truth: expected a bool mask of shape [{n}], got {gt.shape}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
-        raise ValueError(f"k: expected an integer >= 0, got {k!r}")
+    as_positive_int(k, "k", minimum=0)
     high = gt.copy()
     if how in ("add", "drop"):
         pool = np.flatnonzero(~gt if how == "add" else gt)

@@ -18,7 +18,7 @@ from companion.toping.data import Batch, Graph, collate
 from companion.toping.losses import (RationalHat, bernoulli_info_loss, gaussian_mixture_prior,
                                      topo_discrepancy)
 from companion.toping.persistence import FILTRATIONS, batch_cut_persistence, batch_node_cut_persistence
-from companion.validation import as_choice, as_instance, as_positive_int
+from companion.validation import as_choice, as_instance, as_nonnegative, as_positive, as_positive_int, as_probability
 
 __all__ = ["EdgeWeightedGIN", "GINClassifier", "GSAT", "TopInG", "saliency_explain", "History", "fit",
            "predict"]
@@ -47,12 +47,6 @@ def _extractor(i: int, hidden: int, dropout: float = 0.5) -> nn.Sequential:
     nodes, as in its ``ExtractorMLP``), ReLU and dropout 0.5 between layers."""
     return nn.Sequential(nn.Linear(i, 2 * i), nn.ReLU(), _Dropout(dropout), nn.Linear(2 * i, hidden),
                          nn.ReLU(), _Dropout(dropout), nn.Linear(hidden, 1))
-
-
-def _number(x, name: str, low: float = 0.0) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x) or x < low:
-        raise ValueError(f"{name}: expected a finite number >= {low}, got {x!r}")
-    return float(x)
 
 
 class EdgeWeightedGIN(nn.Module):
@@ -148,8 +142,8 @@ class GSAT(_Explainer):
         super().__init__(gnn, n_classes, tau=tau)
         if not 0 < r_final <= r0 < 1:
             raise ValueError(f"r0: expected 0 < r_final <= r0 < 1, got r0={r0!r}, r_final={r_final!r}")
-        self.lam = _number(lam, "lam")
-        self.decay_r = _number(decay_r, "decay_r")
+        self.lam = as_nonnegative(lam, "lam")
+        self.decay_r = as_nonnegative(decay_r, "decay_r")
         if self.decay_r == 0 and r_final < r0:
             raise ValueError("decay_r: expected > 0 when r_final < r0")
         as_positive_int(decay_every, "decay_every")
@@ -188,11 +182,10 @@ class TopInG(_Explainer):
         n_hats = as_positive_int(n_hats, "n_hats")
         super().__init__(gnn, n_classes, extra_features=(4 if head_complement else 2) * n_hats, tau=tau,
                          on_nodes=filtration == "node")
-        if isinstance(cut, bool) or not isinstance(cut, (int, float)) or not 0 < cut < 1:
-            raise ValueError(f"cut: expected a number in (0, 1), got {cut!r}")
-        self.alpha = _number(alpha, "alpha")
-        self.beta = _number(beta, "beta")
-        self.gamma = _number(gamma, "gamma")
+        as_probability(cut, "cut")
+        self.alpha = as_nonnegative(alpha, "alpha")
+        self.beta = as_nonnegative(beta, "beta")
+        self.gamma = as_nonnegative(gamma, "gamma")
         self.hats = RationalHat(n_hats, seed=seed)
         self.rho = nn.Parameter(torch.full((2,), float(np.log(np.expm1(0.25 - 1e-3)))))  # r = 0.25
         self.cut, self.filtration, self.head_complement = cut, filtration, head_complement
@@ -265,8 +258,7 @@ def fit(model: nn.Module, train: list[Graph], val: list[Graph], epochs: int, lr:
 
     as_positive_int(epochs, "epochs")
     as_positive_int(batch_size, "batch_size")
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
-        raise ValueError(f"lr: expected a learning rate > 0, got {lr!r}")
+    as_positive(lr, "lr")
     snapshots = [as_positive_int(e, "snapshots") for e in snapshots]
     start_at = min(int(getattr(model, "selection_start", 0)), epochs - 1)
     if not train or not val:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from companion.validation import as_positive_int
+from companion.validation import as_positive_int, as_probability
 
 __all__ = ["Diagram", "edge_persistence", "batch_edge_persistence", "cut_persistence",
            "batch_cut_persistence", "node_cut_persistence", "batch_node_cut_persistence", "undirected",
@@ -202,9 +202,7 @@ def edge_persistence(num_nodes: int, edges, times: torch.Tensor, cap: float) -> 
 
 
 def _check_cut(t) -> float:
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < 1:
-        raise ValueError(f"t: expected a cut in (0, 1), got {t!r}")
-    return float(t)
+    return as_probability(t, "t")  # a cut strictly between 0 and 1
 
 
 def batch_cut_persistence(num_nodes: int, edges, f: torch.Tensor, t: float = 0.5,
