@@ -180,6 +180,24 @@ SPECIES_RANGE_BAD_INPUTS = [
     (lambda **kw: sr.average_precision(y_true=[1, 0], **kw), dict(scores=[0.5, np.nan]), "scores"),
     (lambda **kw: sr.average_precision(scores=[0.5, 0.2], **kw), dict(y_true=[0, 0]), "y_true"),
     (lambda **kw: sr.average_precision(scores=[0.5, 0.2], **kw), dict(y_true=[0.5, 1]), "y_true"),
+    # issue 49, through companion.validation: float or bool species ids, integer features, a list,
+    # bools as numbers, inf coordinates, a fractional width
+    (lambda **kw: sr.an_full_loss(_feats(), _feats(), _feats(), **kw), dict(species=torch.tensor([0.0, 1, 2, 3])),
+     "species: expected integer indices"),
+    (lambda **kw: sr.an_full_loss(_feats(), _feats(), _feats(), **kw), dict(species=[0, 1, 2, 3]),
+     "species: expected a tensor"),
+    (lambda **kw: sr.an_full_loss(bg_feat=_feats(), w=_feats(), species=_SP, **kw),
+     dict(loc_feat=torch.zeros(4, 3, dtype=torch.long)), "loc_feat: expected a floating-point tensor"),
+    (lambda **kw: sr.an_full_loss(_feats(), _feats(), _feats(), _SP, **kw), dict(pos_weight=True),
+     "pos_weight: expected a finite real number"),
+    (lambda **kw: sr.an_full_loss(_feats(), _feats(), _feats(), _SP, **kw), dict(eps=_NAN), "eps: expected a finite"),
+    (lambda **kw: sr.kde_scores(np.zeros((1, 2)), np.zeros((3, 2)), **kw), dict(bw_km=True), "bw_km: expected a finite"),
+    (lambda **kw: sr.sincos_encode(**kw), dict(ll=np.array([[np.inf, 0.0]])), "ll: contains NaN or inf"),
+    (lambda **kw: sr.LocationEncoder(**kw), dict(width=2.5), "width: expected an integer"),
+    (lambda **kw: sr.LocationEncoder(**kw), dict(depth=-1), "depth: expected an integer >= 0"),
+    (lambda **kw: sr.LocationEncoder(**kw), dict(dropout=_NAN), "dropout: expected a number in"),
+    (lambda **kw: sr.make_globe(**kw), dict(jitter_km=-1.0), "jitter_km: expected a finite number >= 0"),
+    (lambda **kw: sr.fit_sinr_lr(np.zeros((2, 3)), np.zeros((5, 3)), **kw), dict(C=True), "C: expected a finite"),
 ]
 
 

@@ -22,7 +22,8 @@ import torch
 from torch import nn
 
 from companion.checkpoints import lazy_exports
-from companion.validation import as_float_array, as_instance, as_positive_int, as_probability
+from companion.validation import (as_finite_tensor, as_float_array, as_index_tensor, as_instance, as_nonnegative,
+                                  as_positive, as_positive_int, as_probability, as_real)
 
 __all__ = ["EARTH_KM", "fibonacci_sphere", "lonlat_to_unit", "sincos_encode", "SyntheticGlobe",
            "make_globe", "LocationEncoder", "SINR", "FSSINR", "an_full_loss", "sample_background",
@@ -38,8 +39,7 @@ def _check_ll(ll, name: str = "ll") -> torch.Tensor:
     if ll.ndim < 1 or ll.shape[-1] != 2:
         raise ValueError(f"{name}: expected shape [..., 2] of (lon, lat) degrees, got {tuple(ll.shape)}")
     ll = ll.float() if not torch.is_floating_point(ll) else ll
-    if torch.isnan(ll).any():
-        raise ValueError(f"{name}: contains NaN coordinates")
+    as_finite_tensor(ll, name, empty=True)
     if (ll[..., 0].abs() > 180).any() or (ll[..., 1].abs() > 90).any():
         raise ValueError(f"{name}: lon must lie in [-180, 180] and lat in [-90, 90] degrees")
     return ll
@@ -143,8 +143,7 @@ def make_globe(n_cells: int = 4000, n_train: int = 300, n_test: int = 60, obs_ca
     obs_cap = as_positive_int(obs_cap, "obs_cap", minimum=2)
     reserve = as_positive_int(reserve, "reserve", minimum=1)
     n_towns = as_positive_int(n_towns, "n_towns", minimum=1)
-    if not _positive_finite(jitter_km) and jitter_km != 0:
-        raise ValueError(f"jitter_km: expected a finite distance >= 0 in km, got {jitter_km}")
+    as_nonnegative(jitter_km, "jitter_km")  # km
     rng = np.random.default_rng(seed)
     ll = fibonacci_sphere(n_cells)
     unit = lonlat_to_unit(torch.tensor(ll)).numpy()
@@ -220,9 +219,9 @@ class LocationEncoder(nn.Module):
 
     def __init__(self, width: int = 64, depth: int = 2, dropout: float = 0.1):
         super().__init__()
-        if width < 1 or depth < 0:
-            raise ValueError(f"width, depth: expected width >= 1 and depth >= 0, got {width}, {depth}")
-        self.width = width
+        self.width = as_positive_int(width, "width")
+        as_positive_int(depth, "depth", minimum=0)
+        as_probability(dropout, "dropout", low_open=False)
         self.net = nn.Sequential(nn.Linear(4, width), nn.ReLU(),
                                  *[_ResBlock(width, dropout) for _ in range(depth)])
 
@@ -279,11 +278,6 @@ class FSSINR(nn.Module):
         return self.out(self.transformer(seq, src_key_padding_mask=mask)[:, 0])
 
 
-def _positive_finite(x) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) \
-        and bool(np.isfinite(x)) and x > 0
-
-
 def an_full_loss(loc_feat, bg_feat, w, species, pos_weight: float = 2048.0,
                  eps: float = 1e-5) -> torch.Tensor:
     """Eq. (fssinr-loss), the "assume negative, full" loss with in-batch species.
@@ -292,20 +286,15 @@ def an_full_loss(loc_feat, bg_feat, w, species, pos_weight: float = 2048.0,
     background locations, ``w [B, d]`` the species embeddings of the examples and
     ``species [B]`` their ids. Entry ``(a, b)`` scores location ``a`` for species ``b``.
     """
-    if loc_feat.ndim != 2 or bg_feat.shape != loc_feat.shape or w.shape != loc_feat.shape:
-        raise ValueError("loc_feat, bg_feat, w: expected three [B, d] tensors of one shape, got "
-                         f"{tuple(loc_feat.shape)}, {tuple(bg_feat.shape)}, {tuple(w.shape)}")
-    if species.shape != loc_feat.shape[:1]:
-        raise ValueError(f"species: expected shape [{loc_feat.shape[0]}], got {tuple(species.shape)}")
-    if not _positive_finite(pos_weight):
-        raise ValueError(f"pos_weight: expected a finite positive weight, got {pos_weight}")
-    if not _positive_finite(eps):
-        raise ValueError(f"eps: expected a finite positive number, got {eps}")
-    if loc_feat.shape[0] == 0:
-        raise ValueError("loc_feat: expected at least one example (B >= 1), got an empty batch")
-    for name, t in (("loc_feat", loc_feat), ("bg_feat", bg_feat), ("w", w)):
-        if not bool(torch.isfinite(t).all()):
-            raise ValueError(f"{name}: contains NaN or infinite values")
+    as_finite_tensor(loc_feat, "loc_feat", ndim=2, floating=True)  # B >= 1 examples
+    as_finite_tensor(bg_feat, "bg_feat", shape=tuple(loc_feat.shape), floating=True)
+    as_finite_tensor(w, "w", shape=tuple(loc_feat.shape), floating=True)
+    if not isinstance(species, torch.Tensor):
+        raise ValueError(f"species: expected a tensor of {loc_feat.shape[0]} species ids, got "
+                         f"{type(species).__name__}")
+    as_index_tensor(species, "species", n=loc_feat.shape[0])
+    as_positive(pos_weight, "pos_weight")
+    as_positive(eps, "eps")
     P, Q = torch.sigmoid(loc_feat @ w.T), torch.sigmoid(bg_feat @ w.T)
     eye = torch.eye(len(species), dtype=torch.bool, device=species.device)
     other = species[:, None] != species[None, :]
@@ -336,12 +325,9 @@ def _check_recipe(steps, batch, lr, warmup, decay, pos_weight):
     steps = as_positive_int(steps, "steps")
     batch = as_positive_int(batch, "batch")
     warmup = as_positive_int(warmup, "warmup")
-    if not _positive_finite(lr):
-        raise ValueError(f"lr: expected a finite positive learning rate, got {lr}")
-    if not _positive_finite(decay) or decay > 1:
-        raise ValueError(f"decay: expected a per-epoch factor in (0, 1], got {decay}")
-    if not _positive_finite(pos_weight):
-        raise ValueError(f"pos_weight: expected a finite positive weight, got {pos_weight}")
+    as_positive(lr, "lr")
+    as_real(decay, "decay", low=0, high=1, low_open=True)  # a per-epoch factor
+    as_positive(pos_weight, "pos_weight")
     return steps, batch, warmup
 
 
@@ -493,8 +479,7 @@ def fit_sinr_lr(feat_ctx: np.ndarray, feat_bg: np.ndarray, C: float = 1.0, iters
         raise ValueError(f"feat_bg: expected at least one background feature row, got shape {feat_bg.shape}")
     as_float_array(feat_ctx, "feat_ctx")
     as_float_array(feat_bg, "feat_bg")
-    if not _positive_finite(C):
-        raise ValueError(f"C: expected a finite positive inverse regularisation, got {C}")
+    as_positive(C, "C")  # the inverse regularisation
     iters = as_positive_int(iters, "iters")
     X = np.concatenate([feat_ctx, feat_bg])
     X = np.concatenate([X, np.ones((len(X), 1))], 1)
@@ -516,8 +501,7 @@ def fit_sinr_lr(feat_ctx: np.ndarray, feat_bg: np.ndarray, C: float = 1.0, iters
 
 def kde_scores(ctx_ll, cells_ll, bw_km: float) -> torch.Tensor:
     """Eq. (fssinr-kde): von Mises-Fisher kernel density of the context, ``[..., M]``."""
-    if not _positive_finite(bw_km):
-        raise ValueError(f"bw_km: expected a finite positive bandwidth in km, got {bw_km}")
+    as_positive(bw_km, "bw_km")  # the bandwidth in km
     kappa = (EARTH_KM / bw_km) ** 2
     u_ctx, u_cell = lonlat_to_unit(ctx_ll), lonlat_to_unit(cells_ll)
     return torch.exp(kappa * (u_ctx @ u_cell.T - 1)).sum(-2)
