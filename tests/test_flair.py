@@ -388,6 +388,16 @@ FLAIR_BAD_INPUTS = [
     (lambda **kw: st.gmq(**kw), dict(qe=[0.5]), "qe"),
     (lambda **kw: st.decode(**kw), dict(y_hat=float("nan")), "y_hat"),
     (lambda **kw: fl.to_sql(fl.RangeQuery((0,), [1], [5]), **kw), dict(table="t; DROP"), "table"),
+    # issue 49, through companion.validation: a fractional or bool column, a NaN row among integers,
+    # NaN labels named as y (they were blamed on x)
+    (lambda **kw: fl.RangeQuery(lo=[1], hi=[5], **kw), dict(cols=(0.5,)), "cols: expected an integer >= 0"),
+    (lambda **kw: fl.RangeQuery(lo=[1], hi=[5], **kw), dict(cols=(True,)), "cols: expected an integer >= 0"),
+    (lambda **kw: fl.RangeQuery(lo=[1], hi=[5], **kw), dict(cols=0), "cols: expected a tuple"),
+    (lambda **kw: fl.ColumnHistograms.fit(**kw), dict(data=np.r_[np.zeros((4, 4)), [[1, np.nan, 2, 3]]]),
+     "data: must be finite"),
+    (lambda **kw: fl.ColumnHistograms.fit(**kw), dict(data=np.zeros((3, 4), bool)), "data: expected numeric rows"),
+    (lambda **kw: fl.fit_tfm(fl.TaskFeaturizer(), np.zeros((3, fl.D_FEATURES)), **kw), dict(y=[0.0, np.nan, 1.0]),
+     "y: contains NaN or inf"),
 ]
 
 

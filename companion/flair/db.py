@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from companion.validation import as_choice, as_generator, as_positive_int, as_probability
+from companion.validation import as_choice, as_float_array, as_generator, as_positive_int, as_probability
 
 __all__ = ["N_COLS", "MAX_VALUE", "Connection", "connect", "sample_concept", "draw_rows",
            "DriftingTable", "RangeQuery", "to_sql", "sample_queries", "parse_explain",
@@ -125,7 +125,9 @@ class RangeQuery:
     hi: np.ndarray
 
     def __post_init__(self):
-        cols = tuple(int(c) for c in self.cols)
+        if not isinstance(self.cols, (tuple, list, np.ndarray)):
+            raise ValueError(f"cols: expected a tuple of column indices, got {type(self.cols).__name__}")
+        cols = tuple(as_positive_int(c, "cols", minimum=0) for c in self.cols)  # 0.5 is not column 0
         if not cols or len(set(cols)) != len(cols) or min(cols) < 0 or max(cols) >= N_COLS:
             raise ValueError(f"cols: expected distinct column indices in [0, {N_COLS - 1}], got {self.cols}")
         lo, hi = _bound(self.lo, "lo"), _bound(self.hi, "hi")
@@ -158,8 +160,7 @@ def _bound(x, name: str) -> np.ndarray:
     if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise ValueError(f"{name}: expected integer bounds, got dtype {arr.dtype}")
     if np.issubdtype(arr.dtype, np.floating):
-        if not np.isfinite(arr).all():
-            raise ValueError(f"{name}: bounds must be finite, got {arr}")
+        as_float_array(arr, name)  # NaN or inf bounds
         if np.any(arr != np.round(arr)):
             raise ValueError(f"{name}: bounds must be integers (the columns hold integers), got {arr}")
     return arr.astype(np.int64)
@@ -365,8 +366,9 @@ class ColumnHistograms:
     @classmethod
     def fit(cls, data: np.ndarray, bins: int = 64) -> "ColumnHistograms":
         data = _rows(data, "data")
-        if not np.issubdtype(data.dtype, np.number) or data.dtype == np.bool_ or not np.isfinite(data).all():
-            raise ValueError("data: expected finite numeric rows (found NaN, inf or non-numbers)")
+        if not np.issubdtype(data.dtype, np.number) or data.dtype == np.bool_:
+            raise ValueError(f"data: expected numeric rows, got dtype {data.dtype}")
+        as_float_array(data, "data")  # NaN or inf rows
         bins = as_positive_int(bins, "bins")
         levels = np.linspace(0, 1, bins + 1)
         return cls(np.stack([np.quantile(data[:, c], levels) for c in range(N_COLS)]), len(data))

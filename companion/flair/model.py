@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from companion.validation import as_generator, as_instance, as_positive_int
+from companion.validation import as_finite_tensor, as_generator, as_instance, as_positive_int
 
 from .db import MAX_VALUE, N_COLS, ColumnHistograms, RangeQuery
 
@@ -100,8 +100,8 @@ def fit_tfm(model: TaskFeaturizer, x, y, epochs: int = 60, batch: int = 128, lr:
     if x.ndim != 2 or x.shape[1] != model.d_in or y.shape != (len(x),) or len(x) == 0:
         raise ValueError(f"x: expected x [N, {model.d_in}] and y [N] with N >= 1, got "
                          f"{tuple(x.shape)}, {tuple(y.shape)}")
-    if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
-        raise ValueError("x: expected finite features and labels")
+    as_finite_tensor(x, "x")  # (each argument named: NaN labels were once blamed on x)
+    as_finite_tensor(y, "y")
     if standardize:
         model.x_mean.copy_(x.mean(0))
         model.x_std.copy_(x.std(0).clamp_min(1e-3) if len(x) > 1 else torch.ones_like(x[0]))
