@@ -522,3 +522,15 @@ def test_official_recipe_refuses_bad_input(tmp_path):
         mc.steps_per_epoch(10, 0)
     with pytest.raises(ValueError, match="^n: expected an integer >= 1"):
         mc.steps_per_epoch(2.5, 3)
+
+
+def test_head_keeps_the_first_members_and_refuses_bad_counts():
+    ens = mc.MLPEnsemble(3, (4,), 2, [0, 1, 2])
+    X = torch.rand(6, 3)
+    assert torch.equal(ens.head(2)(X), ens(X)[:2])
+    with pytest.raises(ValueError, match="^n: expected at most 3 members, got 4"):
+        ens.head(4)
+    with pytest.raises(ValueError, match="^n: expected an integer >= 1"):
+        ens.head(0)
+    with pytest.raises(ValueError, match="^split_seed: expected an integer >= 0"):
+        mc.official_nets(-1)

@@ -50,7 +50,8 @@ from companion.checkpoints import lazy_exports
 
 # .train is also the entry point ``python -m companion.metta_class.train``: imported on first use
 _TRAIN = ["MLPEnsemble", "mlp", "train_ensemble", "train_metta_nets", "train_standard_nets", "train_unary_nets",
-          "unary_margin", "steps_per_epoch", "train_official", "load_official_nets", "RECIPES", "CHECKPOINTS"]
+          "unary_margin", "steps_per_epoch", "train_official", "load_official_nets", "official_nets", "RECIPES",
+          "CHECKPOINTS"]
 __getattr__ = lazy_exports(__name__, "train", _TRAIN)
 
 __all__ = [

@@ -35,7 +35,7 @@ from .sampler import MettaSampler
 
 __all__ = ["mlp", "MLPEnsemble", "train_ensemble", "train_metta_nets", "train_standard_nets",
            "train_unary_nets", "unary_margin", "RECIPES", "CHECKPOINTS", "steps_per_epoch", "train_official",
-           "load_official_nets"]
+           "load_official_nets", "official_nets"]
 
 
 def mlp(d_in: int, hidden: Sequence[int] = (128, 64), n_out: int = 11) -> nn.Sequential:
@@ -83,6 +83,17 @@ class MLPEnsemble(nn.Module):
             x = torch.baddbmm(b, x, W)
             x = x.relu() if i < last else x
         return x
+
+    def head(self, n: int) -> "MLPEnsemble":
+        """A copy of the first ``n`` members (the seeds of a smaller scale)."""
+        n = as_positive_int(n, "n", minimum=1)
+        if n > self.n_members:
+            raise ValueError(f"n: expected at most {self.n_members} members, got {n}")
+        out = MLPEnsemble(self.d_in, self.hidden, self.n_out, [0] * n).to(self.weights[0].device)
+        with torch.no_grad():
+            for mine, theirs in zip([*out.weights, *out.biases], [*self.weights, *self.biases]):
+                mine.copy_(theirs[:n])
+        return out
 
     def member(self, s: int) -> nn.Sequential:
         """Member ``s`` as an ordinary :func:`mlp` (a copy, on the ensemble's device)."""
@@ -270,9 +281,8 @@ RECIPES = {
         split_seed=0, seeds=[110, 111, 112, 113, 114], hidden=[128, 64], optimizer="sgd", lr=0.01,
         weight_decay=1e-3, batch_size=256, metta_ratio=10, epochs=1600, save_at=[50, 200, 400, 800, 1600],
         log_every=25,
-        # one parameter each away from the recipe, first seed only
-        ablations={"weight decay 0": dict(weight_decay=0.0, epochs=1600),
-                   "official widths 640-320-110": dict(hidden=[640, 320, 110], epochs=400)},
+        # one parameter away from the recipe, first seed only
+        ablations={"official widths 640-320-110": dict(hidden=[640, 320, 110], epochs=400)},
     ),
 }
 
@@ -359,13 +369,35 @@ def load_official_nets(path: str | Path | None = None) -> tuple[dict, dict]:
 
     path = Path(path) if path is not None else CHECKPOINTS / "official-sgd.pt"
     modules, meta = load_checkpoint(path, lambda m: _official_modules(m["recipe"]))
-    recipe, nets = meta["recipe"], {}
+    return _by_key(modules, meta["recipe"]), meta
+
+
+def _by_key(modules: nn.ModuleDict, recipe: dict) -> dict:
+    nets = {}
     for kind in ("metta", "standard"):
         for epoch in recipe["save_at"]:
             nets[(kind, epoch)] = modules[f"{kind}_e{epoch}"]
         for i, (name, change) in enumerate(recipe["ablations"].items()):
             nets[(name, kind)] = modules[f"ablation{i}_{kind}_e{change['epochs']}"]
-    return nets, meta
+    return nets
+
+
+def official_nets(split_seed: int = 0) -> tuple[dict, dict]:
+    """The official recipe's nets for the digits split ``split_seed``, as :func:`load_official_nets`
+    returns them: the shipped checkpoint for its own split, else the same recipe trained here (on
+    seeds shifted by ``split_seed``; slow, about ten minutes on one CPU thread)."""
+    import time
+
+    split_seed = as_positive_int(split_seed, "split_seed", minimum=0)
+    recipe = RECIPES["quick"]
+    if split_seed == recipe["split_seed"] and (CHECKPOINTS / "official-sgd.pt").is_file():
+        return load_official_nets()
+    recipe = dict(recipe, split_seed=split_seed, seeds=[s + split_seed for s in recipe["seeds"]])
+    start = time.perf_counter()
+    modules, history = train_official(recipe)
+    meta = {"recipe": recipe, "history": history, "training_seconds": round(time.perf_counter() - start, 1),
+            "commit": "trained in this run"}
+    return _by_key(modules, recipe), meta
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
