@@ -405,3 +405,45 @@ CORE_VALIDATION_BAD_INPUTS = [
 def test_core_validation_names_the_argument(call, name):
     with pytest.raises(ValueError, match=f"^{name}:"):
         call()
+
+
+# --- the generator's interaction: positive definite by default, the signed one kept ----------
+def test_similarity_interaction_is_positive_definite_and_shares_the_world():
+    a, b = core.make_city_pair(n_a=40, n_b=30, seed=3)
+    s_a, s_b = core.make_city_pair(n_a=40, n_b=30, seed=3, interaction="signed")
+    assert np.array_equal(a.gamma, b.gamma) and np.array_equal(s_a.gamma, s_b.gamma)
+    assert np.linalg.eigvalsh(a.gamma).min() >= 0.15 - 1e-12  # 0.15 (G G' + I)
+    assert np.allclose(a.gamma, a.gamma.T)
+    # the same world draws: city A's types, profiles and layout (drawn before its trips) agree
+    assert np.array_equal(a.types, s_a.types) and np.array_equal(a.z, s_a.z)
+    assert np.array_equal(a.coords, s_a.coords) and not np.array_equal(a.od, s_a.od)
+
+
+def test_signed_interaction_is_the_first_passes_generator():
+    rng = np.random.default_rng(3)  # the first passes drew Gamma as the fourth draw, 0.3 N(0, 1)
+    rng.normal(0.0, 1.5, (5, 4)), rng.normal(0.0, 0.5, 4), rng.normal(0.0, 0.5, 4)
+    want = 0.3 * rng.normal(0.0, 1.0, (4, 4))
+    s_a, _ = core.make_city_pair(n_a=40, n_b=30, seed=3, interaction="signed")
+    assert np.array_equal(s_a.gamma, want)
+
+
+@pytest.mark.parametrize("bad", ["PSD", "", None, 1])
+def test_interaction_refuses_an_unknown_kind(bad):
+    with pytest.raises(ValueError, match="^interaction:"):
+        core.make_city_pair(n_a=20, n_b=15, interaction=bad)
+
+
+def test_callback_sees_every_epoch_and_leaves_the_run_unchanged():
+    a, b = core.make_city_pair(n_a=30, n_b=25, seed=0)
+    seen = {}
+
+    def keep(epoch, model):
+        with torch.no_grad():
+            seen[epoch] = model.embeddings()[0].numpy().copy()
+
+    Hs, _, _, _ = core.fit_pair(a, b, seed=1, d=8, epochs=4, n_probes=8, callback=keep)
+    Hs2, _, _, _ = core.fit_pair(a, b, seed=1, d=8, epochs=2, n_probes=8)
+    assert sorted(seen) == [1, 2, 3, 4] and np.array_equal(seen[4], Hs)
+    assert np.array_equal(seen[2], Hs2)  # a longer run passes through the shorter one
+    with pytest.raises(ValueError, match="^callback:"):
+        core.fit_pair(a, b, seed=1, d=8, epochs=2, n_probes=8, callback="print")

@@ -252,35 +252,45 @@ class CoRE(nn.Module):
 
 
 def train_core(model: CoRE, od_s: torch.Tensor, od_t: torch.Tensor, epochs: int = 300,
-               lr: float = 1e-3, n_probes: int = 256, seed: int = 0) -> dict[str, list[float]]:
+               lr: float = 1e-3, n_probes: int = 256, seed: int = 0,
+               callback=None) -> dict[str, list[float]]:
     """Full-batch Adam on eq. (core-objective) for a fixed number of epochs (no model selection);
     probes redrawn every epoch from a seeded generator. Returns the history of every term and of
-    the relative moment gap (eq. (core-objective) terms, "total" and "gap")."""
+    the relative moment gap (eq. (core-objective) terms, "total" and "gap").
+
+    ``callback(epoch, model)``, if given, is called after every step (epoch counts from 1), e.g.
+    to keep the embeddings of a budget sweep from one run; it must not change the model."""
     epochs = as_positive_int(epochs, "epochs")
     lr = as_positive(lr, "lr")
     n_probes = as_positive_int(n_probes, "n_probes")
     as_instance(model, "model", CoRE)
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback: expected a callable (epoch, model), got {callback!r}")
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     history: dict[str, list[float]] = {}
-    for _ in range(epochs):
+    for epoch in range(epochs):
         terms = model.loss(od_s, od_t, n_probes, gen)
         opt.zero_grad()
         terms["total"].backward()
         opt.step()
         for name, value in terms.items():
             history.setdefault(name, []).append(float(value.detach()))
+        if callback is not None:
+            callback(epoch + 1, model)
     return history
 
 
 def fit_pair(city_s, city_t, cross: str = "core", seed: int = 0, d: int = 128, heads: int = 8,
-             epochs: int = 600, lr: float = 1e-3, n_probes: int = 1000, **switches):
+             epochs: int = 600, lr: float = 1e-3, n_probes: int = 1000, callback=None,
+             **switches):
     """Train one model on a :class:`~companion.core.synthetic.CityData` pair from seed ``seed``.
 
     The defaults are the official recipe (``train.py`` and ``Model/CoRE.py`` of AIMUrban/CoRE:
     d = 128, 8 heads, 600 epochs of Adam at 1e-3, 1000 probes); the chapter scales them.
 
-    Returns (H^s, H^t) as numpy arrays, the training history and the trained model.
+    ``callback`` goes to :func:`train_core`. Returns (H^s, H^t) as numpy arrays, the training
+    history and the trained model.
     """
     from companion.core.synthetic import CityData
 
@@ -289,7 +299,8 @@ def fit_pair(city_s, city_t, cross: str = "core", seed: int = 0, d: int = 128, h
     f32 = lambda a: torch.tensor(a, dtype=torch.float32)
     torch.manual_seed(seed)
     model = CoRE(f32(city_s.adj), f32(city_t.adj), d=d, heads=heads, cross=cross, **switches)
-    history = train_core(model, f32(city_s.od), f32(city_t.od), epochs, lr, n_probes, seed)
+    history = train_core(model, f32(city_s.od), f32(city_t.od), epochs, lr, n_probes, seed,
+                         callback)
     with torch.no_grad():
         Hs, Ht = model.embeddings()
     return Hs.numpy(), Ht.numpy(), history, model
