@@ -428,6 +428,8 @@ _S = torch.zeros(3, dtype=torch.long)
 _SMALL = IMTSBatch(time=[0.1, 0.3, 0.8], var=[0, 1, 1], value=[1.0, 2.0, 0.0], is_query=[False, False, True],
                    offsets=[0, 3], n_vars=2)
 
+from companion.hyperimts import clinical as _hclin, model as _hmodel  # noqa: E402
+
 HYPERIMTS_BAD_INPUTS = [
     (lambda **kw: hx.build_hypergraph(var=_V, sample=_S, n_samples=1, n_vars=2, **kw),
      dict(time=torch.tensor([0.1, float("nan"), 0.8], dtype=torch.float64)), "time"),
@@ -456,6 +458,23 @@ HYPERIMTS_BAD_INPUTS = [
     (lambda **kw: hx.mean_ci(**kw), dict(values=[1.0, float("nan")]), "values"),
     (lambda **kw: hx.HyperIMTS(2, **kw), dict(d_model=7), "d_model"),
     (lambda **kw: hx.GraFITi(2, **kw), dict(d_model=7), "d_model"),
+    # issue 49, through companion.validation: bool or float ids, out-of-range segments, a NaN share,
+    # bool and fractional counts
+    (lambda **kw: hx.build_hypergraph(_T, _V, n_samples=1, n_vars=2, **kw), dict(sample=torch.zeros(3, dtype=torch.bool)),
+     "sample: expected integer indices"),
+    (lambda **kw: hx.build_hypergraph(_T, sample=_S, n_samples=1, n_vars=2, **kw), dict(var=torch.tensor([0, 1])),
+     "var: expected 3 indices"),
+    (lambda **kw: hx.segment_softmax(torch.zeros(3, 2), n_segments=2, **kw), dict(segment=torch.tensor([0, 0, 5])),
+     "segment: expected indices in 0..1"),
+    (lambda **kw: hx.segment_softmax(torch.zeros(3, 2), n_segments=2, **kw), dict(segment=torch.tensor([0.0, 0, 1])),
+     "segment: expected integer indices"),
+    (lambda **kw: _hmodel.pairs_within(n_groups=2, **kw), dict(group=torch.tensor([0, 2])), "group: expected indices in"),
+    (lambda **kw: _hmodel.pairs_within(n_groups=2, **kw), dict(group=[0, 1]), "group: expected a 1-D integer tensor"),
+    (lambda **kw: _hclin.pbcseq_batch(**kw), dict(history_share=float("nan")), "history_share: expected a number in"),
+    (lambda **kw: _hclin.pbcseq_batch(**kw), dict(history_share=True), "history_share: expected a real number"),
+    (lambda **kw: hx.MTANLite(2, **kw), dict(n_ref=2.0), "n_ref: expected an integer"),
+    (lambda **kw: hx.MTANLite(2, **kw), dict(d_time=True), "d_time: expected an integer"),
+    (lambda **kw: hx.step_cost(hx.GraFITi(2), _SMALL, **kw), dict(repeats=1.5), "repeats: expected an integer"),
 ]
 
 

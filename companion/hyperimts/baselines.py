@@ -21,6 +21,7 @@ from torch import nn
 
 from companion.data.imts import IMTSBatch
 from companion.hyperimts.model import HyperedgeAttention, build_hypergraph, init_time_embedding
+from companion.validation import as_positive_int
 
 __all__ = ["last_value", "history_mean", "GRUD", "MTANLite", "GraFITi"]
 
@@ -115,8 +116,7 @@ class MTANLite(nn.Module):
     def __init__(self, n_vars: int, d_model: int = 32, n_ref: int = 16, d_time: int = 16):
         super().__init__()
         for name, value in (("n_vars", n_vars), ("d_model", d_model), ("n_ref", n_ref), ("d_time", d_time)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+            as_positive_int(value, name)
         self.register_buffer("ref", torch.linspace(0, 1, n_ref))
         self.linear_t, self.periodic_t = nn.Linear(1, 1), nn.Linear(1, d_time - 1)
         self.enc_q, self.enc_k = nn.Linear(d_time, d_time), nn.Linear(d_time, d_time)

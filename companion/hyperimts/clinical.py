@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from companion.data.imts import IMTSBatch
-from companion.validation import as_positive_int
+from companion.validation import as_positive_int, as_probability
 
 from .baselines import GRUD, GraFITi, MTANLite
 from .model import HyperIMTS
@@ -92,8 +92,7 @@ def pbcseq_batch(frame: pd.DataFrame | None = None, *, history_share: float = 2 
     The first ``ceil(history_share * visits)`` visits of a patient are the history, the labs of the
     next ``n_future`` visits (at most) the queries. Times are days / 5,200.
     """
-    if isinstance(history_share, bool) or not isinstance(history_share, (int, float)) or not 0 < history_share < 1:
-        raise ValueError(f"history_share: expected a share of the visits in (0, 1), got {history_share!r}")
+    as_probability(history_share, "history_share")  # a share of the visits
     n_future = as_positive_int(n_future, "n_future")
     min_visits = as_positive_int(min_visits, "min_visits", minimum=2)
     rows = pbcseq_rows(frame)

@@ -17,6 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..validation import as_positive_int
 from .model import masked_mse
 
 __all__ = ["PeakMemory", "step_cost"]
@@ -65,8 +66,7 @@ def step_cost(model: torch.nn.Module, batch, *, warmup: int = 3, repeats: int = 
     if not isinstance(model, torch.nn.Module) or not any(True for _ in model.parameters()):
         raise ValueError(f"model: expected a torch.nn.Module with parameters, got {type(model).__name__}")
     for name, value, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+        as_positive_int(value, name, minimum=low)
     device = next(model.parameters()).device
     batch = batch.to(device)
     batch.padded  # noqa: B018 -- build the cached padded view outside the measured region

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from companion.data.imts import IMTSBatch
-from companion.validation import as_choice, as_positive_int
+from companion.validation import as_choice, as_finite_tensor, as_index_tensor, as_positive_int
 
 __all__ = ["Hypergraph", "build_hypergraph", "pairs_within", "incidence_matrices", "segment_softmax",
            "HyperedgeAttention", "NodeAttention", "IrregularityAwareAttention", "HyperIMTS", "NODE_UPDATES",
@@ -79,11 +79,7 @@ def build_hypergraph(time: torch.Tensor, var: torch.Tensor, sample: torch.Tensor
     """
     n_samples, n_vars = as_positive_int(n_samples, "n_samples"), as_positive_int(n_vars, "n_vars")
     _check_rows(time, var, n_vars)
-    if sample.shape != time.shape or sample.dtype.is_floating_point:
-        raise ValueError(f"sample: expected integer sample ids of shape {tuple(time.shape)}, got "
-                         f"{sample.dtype} of shape {tuple(sample.shape)}")
-    if bool(((sample < 0) | (sample >= n_samples)).any()):
-        raise ValueError(f"sample: ids must lie in 0..{n_samples - 1}")
+    as_index_tensor(sample, "sample", n=time.numel(), high=n_samples)
     time_edge, edge_time = _distinct(sample, time.double(), None if cross_variable else var)
     group, n_groups = (sample, n_samples) if cross_variable else (sample * n_vars + var, n_samples * n_vars)
     sizes = torch.bincount(group, minlength=n_groups)
@@ -97,15 +93,8 @@ def build_hypergraph(time: torch.Tensor, var: torch.Tensor, sample: torch.Tensor
 
 def _check_rows(time: torch.Tensor, var: torch.Tensor, n_vars: int) -> None:
     """Flat rows: finite timestamps, one integer variable id in ``0..n_vars-1`` per row."""
-    if time.ndim != 1 or time.numel() == 0:
-        raise ValueError(f"time: expected a non-empty 1-D tensor of timestamps, got shape {tuple(time.shape)}")
-    if not bool(torch.isfinite(time).all()):
-        raise ValueError("time: must be finite (found NaN or inf)")
-    if var.shape != time.shape or var.dtype.is_floating_point or var.dtype == torch.bool:
-        raise ValueError(f"var: expected integer variable ids of shape {tuple(time.shape)}, got "
-                         f"{var.dtype} of shape {tuple(var.shape)}")
-    if bool(((var < 0) | (var >= n_vars)).any()):
-        raise ValueError(f"var: ids must lie in 0..{n_vars - 1}, got {int(var.min())}..{int(var.max())}")
+    as_finite_tensor(time, "time", ndim=1)
+    as_index_tensor(var, "var", n=time.numel(), high=n_vars)
 
 
 def _distinct(sample: torch.Tensor, time: torch.Tensor, var: torch.Tensor | None):
@@ -132,9 +121,10 @@ def pairs_within(group: torch.Tensor, n_groups: int, rows: torch.Tensor | None =
     Built with ``repeat_interleave`` and an argsort, without a Python loop; ``(2, n_pairs)``.
     """
     n_groups = as_positive_int(n_groups, "n_groups")
-    if not isinstance(group, torch.Tensor) or group.ndim != 1 or group.dtype.is_floating_point or \
-            (group.numel() and (int(group.min()) < 0 or int(group.max()) >= n_groups)):
-        raise ValueError(f"group: expected a 1-D integer tensor of group ids in 0..{n_groups - 1}")
+    if not isinstance(group, torch.Tensor):
+        raise ValueError(f"group: expected a 1-D integer tensor of group ids in 0..{n_groups - 1}, got "
+                         f"{type(group).__name__}")
+    as_index_tensor(group, "group", high=n_groups, empty=True)
     dev = group.device
     rows = torch.arange(group.numel(), device=dev) if rows is None else rows
     sizes = torch.bincount(group, minlength=n_groups)
@@ -175,10 +165,11 @@ def segment_softmax(scores: torch.Tensor, segment: torch.Tensor,
     """
     if not isinstance(scores, torch.Tensor) or scores.ndim != 2:
         raise ValueError(f"scores: expected a (n, H) tensor, got {tuple(getattr(scores, 'shape', ())) or scores!r}")
-    if not isinstance(segment, torch.Tensor) or segment.shape != scores.shape[:1] or segment.dtype.is_floating_point:
+    if not isinstance(segment, torch.Tensor):
         raise ValueError(f"segment: expected integer segment ids of shape ({scores.shape[0]},), got "
-                         f"{tuple(getattr(segment, 'shape', ())) or segment!r}")
+                         f"{type(segment).__name__}")
     n_segments = as_positive_int(n_segments, "n_segments")
+    as_index_tensor(segment, "segment", n=scores.shape[0], high=n_segments, empty=True)
     idx = segment[:, None].expand_as(scores)
     top = scores.new_full((n_segments, scores.shape[1]), -torch.inf)
     top = top.scatter_reduce(0, idx, scores.detach(), "amax")
