@@ -301,6 +301,31 @@ def test_bundle_round_trips_with_the_ablated_sinr():
     assert not hasattr(T._build({"recipe": plain}), "sinr_ablation")
 
 
+def test_ablation_entry_point_trains_and_reloads_the_ablated_sinr(tmp_path, monkeypatch):
+    from companion.checkpoints import load_checkpoint
+    from companion.species_range import train as T
+
+    tiny = dict(seed=0, globe=dict(n_cells=600, n_train=12, n_test=3, seed=4),
+                sinr=dict(width=16, depth=1, steps=3, batch=32, lr=5e-4, decay=0.98, decay_epochs=2,
+                          warmup=1, dropout=0.5))
+    monkeypatch.setitem(T.ABLATIONS, "sinr-dropout", tiny)
+    assert T.main(["--ablation", "sinr-dropout", "--out", str(tmp_path)]) == 0
+    sinr, meta = load_checkpoint(tmp_path / "sinr-dropout-quick.pt", T._build_sinr)
+    assert meta["recipe"] == tiny and sinr.table.weight.shape == (12, 16)
+    with pytest.raises(ValueError, match="^name"):
+        T.load_ablation("no-such-ablation")
+
+
+def test_shipped_ablation_matches_its_recipe():
+    from companion.species_range import train as T
+
+    sinr, meta = T.load_ablation("sinr-dropout")
+    if sinr is None:
+        pytest.skip("no shipped ablation")
+    assert meta["recipe"] == T.ABLATIONS["sinr-dropout"]
+    assert sinr.table.weight.shape == (meta["recipe"]["globe"]["n_train"], meta["recipe"]["sinr"]["width"])
+
+
 def test_shipped_checkpoint_loads_into_the_current_code():
     from companion.species_range import train as T
 

@@ -578,4 +578,4 @@ def timed(fn, *args, repeats: int = 1):
 
 
 # the training entry point is imported on first use (see companion.checkpoints.lazy_exports)
-__getattr__ = lazy_exports(__name__, "train", ("load_or_train", "RECIPES"))
+__getattr__ = lazy_exports(__name__, "train", ("load_or_train", "load_ablation", "RECIPES"))
