@@ -462,6 +462,12 @@ ICL_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refu
     (lambda: _im.SinusoidReadoutPredictor(torch.tensor([_NAN]), 2), "freqs"),
     (lambda: _it.SinusoidTask(n_freq=0), "n_freq"),
     (lambda: _it.SinusoidTask(noise=_NAN), "noise"),
+    # issue 49: the known-form predictors name x_q (and z) instead of failing inside a matmul
+    (lambda: _im.LinearReadoutPredictor(2, 1, 4)(torch.zeros(3, 4), torch.zeros(3, 5, 7)), "x_q"),
+    (lambda: _im.LinearReadoutPredictor(2, 1, 4)(torch.zeros(3, 4), torch.full((3, 5, 2), _NAN)), "x_q"),
+    (lambda: _im.LinearReadoutPredictor(2, 1, 4)(torch.zeros(3, 5), torch.zeros(3, 5, 2)), "z"),
+    (lambda: _im.SinusoidReadoutPredictor(torch.ones(2, 3), 4)(torch.zeros(3, 4), torch.zeros(3, 5, 1)), "x_q"),
+    (lambda: _im.SinusoidReadoutPredictor(torch.ones(2, 3), 4)(torch.zeros(3, 4), torch.zeros(2, 5, 2)), "x_q"),
 ]
 
 

@@ -201,9 +201,12 @@ class LinearReadoutPredictor(nn.Module):
         if not linear and z_dim != (dx + 1) * dy:
             raise ValueError(f"z_dim: without the linear map z must hold (dx+1)*dy = "
                              f"{(dx + 1) * dy} numbers, got {z_dim}")
+        self.z_dim = z_dim
         self.to_w = nn.Linear(z_dim, (dx + 1) * dy) if linear else nn.Identity()
 
     def forward(self, z, x_q) -> torch.Tensor:
+        _check_z(z, x_q, self.z_dim)
+        _check_set("x_q", x_q, self.dx)
         W = self.to_w(z).reshape(-1, self.dx + 1, self.dy)
         return torch.cat([x_q, torch.ones_like(x_q[..., :1])], -1) @ W
 
@@ -222,6 +225,8 @@ class SinusoidReadoutPredictor(nn.Module):
         self.to_a = nn.Linear(z_dim, self.freqs.numel())
 
     def forward(self, z, x_q) -> torch.Tensor:
+        _check_z(z, x_q, self.to_a.in_features)
+        _check_set("x_q", x_q, self.freqs.shape[0] if self.freqs.ndim == 2 else 1)
         phi = torch.sin(x_q[..., :, None] * self.freqs).flatten(-2)
         return phi @ self.to_a(z)[..., None]
 
