@@ -338,6 +338,12 @@ def test_svg_package_refuses_bad_input_naming_the_argument(call, name):
 
 SVG_MORE_BAD_INPUTS = [
     (lambda: _slay.to_frame_major(torch.zeros(1, 1, 3, 2), "layout"), "layout"),
+    # issue 49, through companion.validation: bools and fractions as counts, NaN amplitudes and densities
+    (lambda: VideoLayout(c=True, frames=2, frame_size=4), "c: expected an integer >= 0"),
+    (lambda: _smask.block_band(VideoLayout(0, 2, 4), 2, 1.5), "half_blocks: expected an integer >= 0"),
+    (lambda: _smask.half_blocks_for_density(VideoLayout(0, 2, 4), 2, float("nan")), "density: expected a number in"),
+    (lambda: _smask.half_blocks_for_density(VideoLayout(0, 2, 4), 2, True), "density: expected a finite real"),
+    (lambda: data.bouncing_shapes(1, texture=float("nan")), "texture: expected a number in"),
 ]
 
 

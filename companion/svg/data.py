@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from companion.validation import as_positive_int
+from companion.validation import as_positive_int, as_real
 
 __all__ = ["bouncing_shapes", "N_CLASSES"]
 
@@ -65,8 +65,7 @@ def bouncing_shapes(n: int, frames: int = 16, size: int = 16, channels: int = 1,
     channels = as_positive_int(channels, "channels")
     max_shapes = as_positive_int(max_shapes, "max_shapes")
     for name, value in (("texture", texture), ("flicker", flicker)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 0.5:
-            raise ValueError(f"{name}: expected an amplitude in [0, 0.5], got {value!r}")
+        as_real(value, name, low=0, high=0.5)  # an amplitude
     rng = np.random.default_rng(seed)
     yy, xx = np.meshgrid(np.arange(size) + 0.5, np.arange(size) + 0.5, indexing="ij")
     video = np.empty((n, frames, channels, size, size), np.float32)

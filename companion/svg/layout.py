@@ -30,8 +30,7 @@ class VideoLayout:
     frame_size: int
 
     def __post_init__(self):
-        if isinstance(self.c, bool) or not isinstance(self.c, int) or self.c < 0:
-            raise ValueError(f"c: expected an integer >= 0 (condition tokens), got {self.c!r}")
+        as_positive_int(self.c, "c", minimum=0)  # condition tokens
         as_positive_int(self.frames, "frames")
         as_positive_int(self.frame_size, "frame_size")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from companion.kernels.block_sparse_attention import expand_block_mask
-from companion.validation import as_choice, as_instance, as_positive_int
+from companion.validation import as_choice, as_instance, as_positive_int, as_real
 
 from .layout import VideoLayout, token_major_perm
 
@@ -81,8 +81,7 @@ def block_band(layout: VideoLayout, block: int, half_blocks: int) -> torch.Tenso
     never mixes text and video and the sink costs exactly its share.
     """
     block = as_positive_int(block, "block")
-    if isinstance(half_blocks, bool) or not isinstance(half_blocks, int) or half_blocks < 0:
-        raise ValueError(f"half_blocks: expected an integer >= 0, got {half_blocks!r}")
+    as_positive_int(half_blocks, "half_blocks", minimum=0)
     if layout.c % block:
         raise ValueError(f"block: the {layout.c} condition tokens must fill whole blocks; choose a block "
                          f"that divides c = {layout.c}")
@@ -98,8 +97,7 @@ def block_band(layout: VideoLayout, block: int, half_blocks: int) -> torch.Tenso
 def half_blocks_for_density(layout: VideoLayout, block: int, density: float) -> int:
     """The widest band (in blocks) whose block density does not exceed ``density`` (the paper's knob,
     which its code calls "sparsity" although it is the kept fraction)."""
-    if isinstance(density, bool) or not isinstance(density, (int, float)) or not 0 < density <= 1:
-        raise ValueError(f"density: expected a kept fraction in (0, 1], got {density!r}")
+    as_real(density, "density", low=0, high=1, low_open=True)  # the kept fraction
     nb = -(-layout.n // block)
     best = None
     for k in range(nb):
