@@ -534,3 +534,14 @@ def test_head_keeps_the_first_members_and_refuses_bad_counts():
         ens.head(0)
     with pytest.raises(ValueError, match="^split_seed: expected an integer >= 0"):
         mc.official_nets(-1)
+
+
+def test_the_shipped_checkpoint_is_the_recipe_of_the_training_module():
+    nets, meta = mc.load_official_nets()
+    assert meta["recipe"] == mc.RECIPES["quick"]
+    assert meta["command"] == "python -m companion.metta_class.train --scale quick"
+    final = meta["recipe"]["epochs"]
+    assert nets[("metta", final)].n_members == 5 and nets[("standard", final)].n_out == 10
+    assert nets[("official widths 640-320-110", "metta")].hidden == (640, 320, 110)
+    last = meta["history"]["metta"][-1]
+    assert last["epoch"] == final and len(last["test_accuracy"]) == 5
