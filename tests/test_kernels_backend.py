@@ -343,6 +343,14 @@ KERNELS_BAD_INPUTS = [  # the rest of the public functions; each refused naming 
     (lambda: _sda.prepare_sparse_decode_attention(_QD, _KD, _KD, _OFF, _LEN8, num_splits=0), "num_splits"),
     (lambda: _sda.sparse_decode_attention_reference(torch.full((1, 2, 16), _NAN), _KD, _KD, _OFF, _LEN8), "q"),
     (lambda: _sda.sparse_decode_attention_triton(_QD, _KD, _KD, _OFF, _LEN8, block_n=24), "block_n"),
+    # issue 49, through companion.validation: bools and fractions as sizes, NaN or bool scales
+    (lambda: _bsa.expand_block_mask(torch.ones(2, 2, dtype=torch.bool), True, 2), "block_size: expected an integer"),
+    (lambda: _bsa.expand_block_mask(torch.ones(2, 2, dtype=torch.bool), 2, 4.0), "n: expected an integer"),
+    (lambda: _bsa.block_lut(torch.ones(2, 2, dtype=torch.bool), width=1.5), "width: expected an integer"),
+    (lambda: _sda.sparse_decode_attention_reference(_QD, _KD, _KD, _OFF, _LEN8, sm_scale=_NAN),
+     "sm_scale: expected a finite number > 0"),
+    (lambda: _bsa.block_sparse_attention_reference(_Q4, _Q4, _Q4, torch.ones(1, 1, dtype=torch.bool), 16,
+                                                   sm_scale=True), "sm_scale: expected a finite real number"),
 ]
 
 

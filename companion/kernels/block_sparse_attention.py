@@ -38,6 +38,8 @@ import torch
 import triton
 import triton.language as tl
 
+from companion.validation import as_positive, as_positive_int
+
 from . import (TunedPlan, INTERPRET, check_forward_only, check_interpretable, check_launch_options, check_tile,
                head_offset, needs_grad, row_offsets, select_backend)
 
@@ -146,7 +148,7 @@ def _check_qkv(q, k, v, check_finite: bool):
 
 
 def _check_block_size(block_size) -> int:
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size not in _BLOCKS:
+    if as_positive_int(block_size, "block_size") not in _BLOCKS:
         raise ValueError(f"block_size: expected one of {_BLOCKS}, got {block_size!r}")
     return block_size
 
@@ -154,10 +156,7 @@ def _check_block_size(block_size) -> int:
 def _check_scale(sm_scale, D: int) -> float:
     if sm_scale is None:
         return 1 / math.sqrt(D)
-    if isinstance(sm_scale, bool) or not (isinstance(sm_scale, (int, float)) and math.isfinite(sm_scale)
-                                          and sm_scale > 0):
-        raise ValueError(f"sm_scale: expected a positive finite number or None, got {sm_scale!r}")
-    return float(sm_scale)
+    return as_positive(sm_scale, "sm_scale")  # or None, for 1 / sqrt(D)
 
 
 def _broadcast_mask(block_mask, B: int, H: int, n: int, block_size: int, device) -> torch.Tensor:
@@ -189,8 +188,8 @@ def block_lut(block_mask: torch.Tensor, width: int | None = None) -> tuple[torch
     if not isinstance(block_mask, torch.Tensor) or block_mask.dtype != torch.bool or block_mask.ndim < 2:
         raise ValueError(f"block_mask: expected a bool tensor [..., nbq, nbk], got "
                          f"{getattr(block_mask, 'dtype', type(block_mask).__name__)}")
-    if width is not None and (isinstance(width, bool) or not isinstance(width, int) or width < 1):
-        raise ValueError(f"width: expected an integer >= 1 or None, got {width!r}")
+    if width is not None:
+        as_positive_int(width, "width")
     cnt = block_mask.sum(-1)
     width = max(int(cnt.max()) if cnt.numel() else 0, 1) if width is None else width
     order = torch.argsort((~block_mask).to(torch.int8), dim=-1, stable=True)[..., :width]
@@ -202,10 +201,9 @@ def expand_block_mask(block_mask: torch.Tensor, block_size: int, n: int) -> torc
     if not isinstance(block_mask, torch.Tensor) or block_mask.dtype != torch.bool or block_mask.ndim < 2:
         raise ValueError(f"block_mask: expected a bool tensor [..., nb, nb], got "
                          f"{getattr(block_mask, 'dtype', type(block_mask).__name__)}")
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size: expected an integer >= 1, got {block_size!r}")
+    as_positive_int(block_size, "block_size")
     nb = block_mask.shape[-1]
-    if isinstance(n, bool) or not isinstance(n, int) or -(-n // block_size) != nb:
+    if -(-as_positive_int(n, "n") // block_size) != nb:
         raise ValueError(f"n: expected a length with ceil(n / {block_size}) = {nb} blocks, got {n!r}")
     m = block_mask.repeat_interleave(block_size, -1).repeat_interleave(block_size, -2)
     return m[..., :n, :n]

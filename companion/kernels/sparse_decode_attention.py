@@ -38,7 +38,7 @@ import torch
 
 from . import (TunedPlan, HAS_TRITON, INTERPRET, check_forward_only, check_interpretable, check_launch_options,
                check_tile, needs_grad, select_backend)
-from companion.validation import as_positive_int
+from companion.validation import as_positive, as_positive_int
 
 if HAS_TRITON:
     import triton
@@ -210,9 +210,7 @@ def check_inputs(q, k, v, offsets, lengths) -> tuple[int, int, int, int]:
 def _scale(sm_scale, D: int) -> float:
     if sm_scale is None:
         return 1.0 / math.sqrt(D)
-    if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not (math.isfinite(sm_scale) and sm_scale > 0):
-        raise ValueError(f"sm_scale: expected a positive finite number, got {sm_scale!r}")
-    return float(sm_scale)
+    return as_positive(sm_scale, "sm_scale")
 
 
 # --------------------------------------------------------------------------------------- reference
