@@ -355,6 +355,9 @@ CATEKV_BAD_INPUTS = [  # one row per public function at least; each refused nami
     (lambda: _cp.smooth_scores(torch.ones(2, 8), 0), "pool"),
     (lambda: _cp.snapkv_select(torch.ones(1, 2, 4, 8), 0, 2), "budget"),
     (lambda: _cp.streaming_select(8, -1, 2, 2, 1), "sink"),
+    # issue 49: a fractional or bool end of the middle keys, through as_positive_int
+    (lambda: _ch.middle_attention(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 8, 4), 1, 3.5), "end: expected an integer"),
+    (lambda: _ch.middle_attention(torch.zeros(1, 2, 2, 4), torch.zeros(1, 2, 8, 4), 0, True), "end: expected an integer"),
 ]
 
 

@@ -46,7 +46,7 @@ def middle_attention(q_win: torch.Tensor, k: torch.Tensor, start: int, end: int)
     if not isinstance(k, torch.Tensor) or k.ndim != 4:
         raise ValueError(f"k: expected a [B, Hkv, P, D] tensor, got {getattr(k, 'shape', type(k).__name__)}")
     start = as_positive_int(start, "start", minimum=0)
-    if isinstance(end, bool) or not isinstance(end, int) or not start < end <= k.shape[2]:
+    if not start < as_positive_int(end, "end", minimum=0) <= k.shape[2]:
         raise ValueError(f"end: expected start < end <= P = {k.shape[2]}, got start {start}, end {end!r}")
     B, Hq, W, D = q_win.shape
     Hkv = k.shape[1]
