@@ -462,6 +462,8 @@ ICL_MORE_BAD_INPUTS = [  # the rest of the package's public functions; each refu
     (lambda: _im.SinusoidReadoutPredictor(torch.tensor([_NAN]), 2), "freqs"),
     (lambda: _it.SinusoidTask(n_freq=0), "n_freq"),
     (lambda: _it.SinusoidTask(noise=_NAN), "noise"),
+    (lambda: il.linear_probe(torch.zeros(8, 2), torch.zeros(8, 1), ridge=_NAN), "ridge: expected a finite number >= 0"),
+    (lambda: il.linear_probe(torch.zeros(8, 2), torch.zeros(8, 1), ridge=True), "ridge: expected a finite real number"),
     # issue 49: the known-form predictors name x_q (and z) instead of failing inside a matmul
     (lambda: _im.LinearReadoutPredictor(2, 1, 4)(torch.zeros(3, 4), torch.zeros(3, 5, 7)), "x_q"),
     (lambda: _im.LinearReadoutPredictor(2, 1, 4)(torch.zeros(3, 4), torch.full((3, 5, 2), _NAN)), "x_q"),

@@ -11,12 +11,9 @@ flattened in their sampled order.
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
 
-from companion.validation import as_positive_int
+from companion.validation import as_nonnegative, as_positive_int
 
 __all__ = ["collect_latents", "linear_probe", "linear_probe_r2", "raw_context_probe",
            "raw_context_probe_r2"]
@@ -49,8 +46,7 @@ def linear_probe(Z, W, *, ridge: float = 1e-3, train_frac: float = 0.75, seed: i
     for name, t in (("Z", Z), ("W", W)):
         if not torch.isfinite(t).all():
             raise ValueError(f"{name}: must be finite (found NaN or inf)")
-    if isinstance(ridge, bool) or not isinstance(ridge, numbers.Real) or not math.isfinite(ridge) or ridge < 0:
-        raise ValueError(f"ridge: expected a finite number >= 0, got {ridge!r}")
+    as_nonnegative(ridge, "ridge")
     if not 0 < train_frac < 1:
         raise ValueError(f"train_frac: expected a number in (0, 1), got {train_frac!r}")
     N = Z.shape[0]
