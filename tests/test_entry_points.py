@@ -8,7 +8,7 @@ import pytest
 from companion.checkpoints import lazy_exports
 
 
-@pytest.mark.parametrize("package", ["flair", "icl_latents", "ngs", "wormi", "hyperimts", "ocl"])
+@pytest.mark.parametrize("package", ["flair", "icl_latents", "ngs", "wormi", "hyperimts", "ocl", "metta_class"])
 def test_training_entry_point_has_no_runpy_warning(package):
     run = subprocess.run([sys.executable, "-W", "error", "-m", f"companion.{package}.train", "--help"],
                          capture_output=True, text=True, timeout=120)
