@@ -14,7 +14,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from companion.book import release_tag
-from companion.ledger import HEADLINE_KINDS, contract_problems, read_ledgers
+from companion.ledger import HEADLINE_KINDS, ascii_maths, contract_problems, read_ledgers
 from tools import book
 
 CHAPTERS = book.chapters()
@@ -41,6 +41,27 @@ def test_chapter_executes_at_quick_scale(doc):
              if TIME_WORDS.search(f"{d['why']} {d['ablation'] or ''}")]
     assert seconds >= 60 or not timed, (f"{doc} runs in {seconds:.0f} s but cites time for {timed}: "
                                         "spend the budget on the ablation instead")
+
+
+#: Chapters whose claims still print ASCII maths: their sessions were rewriting them when the
+#: check came in (issue 50, item 7). A strict xfail: a chapter converted and left here fails.
+ASCII_MATHS_PENDING = {"core", "metta-class", "orte"}
+
+
+@pytest.mark.parametrize("doc", [pytest.param(d, marks=pytest.mark.xfail(
+    strict=True, reason="claims not yet written as TeX (issue 50)"))
+    if book.slug(d) in ASCII_MATHS_PENDING else d for d in CHAPTERS], ids=book.slug)
+def test_claims_write_their_mathematics_as_tex(doc):
+    """A claim's statement, criterion and paper column print no ASCII stand-in for mathematics
+    ("<=", "k_hat", "sqrt(", "R^2") outside $...$: the claims table and the verdict box typeset
+    its TeX with MathJax."""
+    path = book.build_dir() / "ledger" / f"{book.slug(doc)}.json"
+    if not path.exists():
+        pytest.fail(f"{doc} has not been executed: run test_chapter_executes_at_quick_scale first")
+    found = [f"{c['id']} ({key}): {ascii_maths(c[key])} in {c[key]!r}"
+             for c in json.loads(path.read_text())["claims"] for key in ("statement", "criterion", "paper")
+             if ascii_maths(c[key])]
+    assert not found, f"{doc}: ASCII maths in claims (write it as $TeX$):\n" + "\n".join(found)
 
 
 def test_ledger_page_executes_after_the_chapters():
