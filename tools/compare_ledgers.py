@@ -5,7 +5,7 @@
 For every chapter found in either folder it lists the claims whose measured value, null
 (``null_measured``, ``null_holds``), gates (measured, passed) or verdict (``holds``, ``verdict``)
 differ, claims present on one side only, and whether the departures table changed. A claim or
-gate whose id, criterion or statement speaks of wall time (seconds, speed-up, latency, ...) is
+gate whose id, criterion, statement or note speaks of wall time (seconds, speed-up, latency, ...) is
 listed apart, as expected to differ from run to run; so are differences only in the free-text
 ``note``. The exit status is 1 when a non-timing claim differs, else 0.
 """
@@ -30,7 +30,7 @@ def _same(a, b) -> bool:
 
 
 def _text(item: dict) -> str:
-    return " ".join(str(item.get(k, "")) for k in ("id", "criterion", "statement"))
+    return " ".join(str(item.get(k, "")) for k in ("id", "criterion", "statement", "note"))
 
 
 def is_timing(claim: dict) -> bool:
