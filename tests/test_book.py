@@ -43,14 +43,7 @@ def test_chapter_executes_at_quick_scale(doc):
                                         "spend the budget on the ablation instead")
 
 
-#: Chapters whose claims still print ASCII maths: their sessions were rewriting them when the
-#: check came in (issue 50, item 7). A strict xfail: a chapter converted and left here fails.
-ASCII_MATHS_PENDING = {"core", "metta-class", "orte"}
-
-
-@pytest.mark.parametrize("doc", [pytest.param(d, marks=pytest.mark.xfail(
-    strict=True, reason="claims not yet written as TeX (issue 50)"))
-    if book.slug(d) in ASCII_MATHS_PENDING else d for d in CHAPTERS], ids=book.slug)
+@pytest.mark.parametrize("doc", CHAPTERS, ids=book.slug)
 def test_claims_write_their_mathematics_as_tex(doc):
     """A claim's statement, criterion and paper column print no ASCII stand-in for mathematics
     ("<=", "k_hat", "sqrt(", "R^2") outside $...$: the claims table and the verdict box typeset
