@@ -445,16 +445,21 @@ class ORTEExplainer(nn.Module):
         b = mu + sigma * torch.randn_like(x)
         x_pos, x_neg = x * m + (1 - m) * b, x * (1 - m) + m * b
         pc = p.clamp(1e-6, 1 - 1e-6)
-        prior = (pc * (pc / self.r).log() + (1 - pc) * ((1 - pc) / (1 - self.r)).log()).mean()
+        prior = (pc * (pc / self.r).log()
+                 + (1 - pc) * ((1 - pc) / (1 - self.r)).log()).mean()
         smooth = (p[:, 1:] - p[:, :-1]).norm() / p.numel()
         extra = {}
-        if self.instances == "learned":  # X+ from the generator, pulled towards the filled X+
+        # learned instances: X+ from the generator, pulled towards the filled X+
+        if self.instances == "learned":
             x_gen = self.instance_gen(x, m)
-            extra = {"ref": F.mse_loss(x_pos, x_gen), "kl": self.instance_gen.kl(x, x_gen)}
+            extra = {"ref": F.mse_loss(x_pos, x_gen),
+                     "kl": self.instance_gen.kl(x, x_gen)}
             x_pos = x_gen
-        agree = released_consistency if self.consistency == "released" else js_divergence
+        released = self.consistency == "released"
+        agree = released_consistency if released else js_divergence
+        sparse = m.sum(1).mean() if self.sparsity == "sum" else m.mean()
         terms = {"js": agree(model(x_pos), model(x)), "prior": prior + smooth,
-                 "sparse": m.sum(1).mean() if self.sparsity == "sum" else m.mean(), **extra}
+                 "sparse": sparse, **extra}
         if self.use_contrast:
             terms["con"] = contrast_loss(x, x_pos, x_neg)
         return terms

@@ -24,20 +24,6 @@ from book_html import readable_listing  # noqa: E402
 
 _INCLUDE = re.compile(r"^```\{literalinclude\}\s+(\S+)[ \t]*\n((?::[\w-]+:.*\n)*)```", re.M)
 
-#: Listings of packages that other sessions were editing when the column was enforced (issue 50,
-#: item 4), shown with lines over 88 characters. Each entry is a defect to close: wrap the lines
-#: and delete the entry (the test is a strict xfail, so a wrapped listing left here fails too).
-NOT_WRAPPED_YET = {
-    "hyperimts:NodeAttention", "hyperimts:IrregularityAwareAttention.scores",
-    "hyperimts:HyperIMTS.forward_nodes", "orte:ORTEExplainer.losses", "flair:preprocess",
-    "flair:FLAIR", "pieclam:_edge_terms", "pieclam:clam_split", "core:mobility_loss",
-    "core:cycle_recon_loss", "species-range:FSSINR.species_embedding",
-    "species-range:train_fssinr", "toping:batch_node_cut_persistence", "toping:TopInG.forward",
-    "metta-class:_metta_data", "lada:LADALearner.learn_task", "gmail:DualEncoder",
-    "wormi:CompoundAttention.forward",
-}
-
-
 class _Config:
     source_encoding = "utf-8"
 
@@ -72,16 +58,13 @@ def _id(doc: str, path: str, options: dict[str, str]) -> str:
 
 def _cases():
     for doc, path, options in listings():
-        marks = [pytest.mark.xfail(strict=True, reason="not wrapped yet (issue 50)")] \
-            if _id(doc, path, options) in NOT_WRAPPED_YET else []
-        yield pytest.param(doc, path, options, marks=marks, id=_id(doc, path, options))
+        yield pytest.param(doc, path, options, id=_id(doc, path, options))
 
 
 def test_every_chapter_listing_is_found():
     found = listings()
     assert len(found) >= 30 and all(path.startswith("/companion/") for _, path, _ in found), found
     assert {_package(path) for _, path, _ in found} >= {"svg", "catekv", "kernels", "ocl", "ngs"}
-    assert NOT_WRAPPED_YET <= {_id(*listing) for listing in found}, "a pending id names no listing"
 
 
 @pytest.mark.parametrize("doc, path, options", list(_cases()))

@@ -130,7 +130,8 @@ def mobility_loss(H: torch.Tensor, od: torch.Tensor) -> torch.Tensor:
     _matrix(H, "H")
     as_finite_tensor(od, "od", shape=(len(H), len(H)))
     if bool((od < 0).any()):
-        raise ValueError(f"od: expected non-negative trip counts, got {float(od.min()):g}")
+        raise ValueError(
+            f"od: expected non-negative trip counts, got {float(od.min()):g}")
     total = od.sum()
     if total <= 0:
         raise ValueError("od: has no trips (all zeros); the mobility loss is undefined")
@@ -155,7 +156,8 @@ def manifold_align_loss(Hs: torch.Tensor, Ht: torch.Tensor, n_probes: int = 256,
     return ((D_s - D_t) ** 2).sum(1).mean()
 
 
-def cycle_recon_loss(Hs: torch.Tensor, Ht: torch.Tensor, q: nn.Linear, k: nn.Linear) -> torch.Tensor:
+def cycle_recon_loss(Hs: torch.Tensor, Ht: torch.Tensor, q: nn.Linear,
+                     k: nn.Linear) -> torch.Tensor:
     """Eq. (core-rec): A^{ab} = q(H^a) k(H^b)' / sqrt(d) (no softmax); the cycle s -> t -> s
     should give A^{ss}, and t -> s -> t should give A^{tt} (mean squared row error)."""
     _matrix(Hs, "Hs")
@@ -164,7 +166,9 @@ def cycle_recon_loss(Hs: torch.Tensor, Ht: torch.Tensor, q: nn.Linear, k: nn.Lin
     qs, ks, qt, kt = q(Hs), k(Hs), q(Ht), k(Ht)
     A_ss, A_tt = qs @ ks.T / scale, qt @ kt.T / scale
     A_st, A_ts = qs @ kt.T / scale, qt @ ks.T / scale
-    return ((A_st @ A_ts - A_ss) ** 2).sum(1).mean() + ((A_ts @ A_st - A_tt) ** 2).sum(1).mean()
+    cycle_s = ((A_st @ A_ts - A_ss) ** 2).sum(1).mean()
+    cycle_t = ((A_ts @ A_st - A_tt) ** 2).sum(1).mean()
+    return cycle_s + cycle_t
 
 
 def moment_match_loss(Hs: torch.Tensor, Ht: torch.Tensor) -> torch.Tensor:

@@ -222,9 +222,10 @@ def _check_sets(ctx_x, qry_x, mask) -> None:
 def preprocess(ctx_x, qry_x, mask, power: bool = False):
     """The engine's input pipeline, after TabPFN's (eq. flair-dde): standardise with the
     context's statistics (clipped at +-100), drop the features that are constant in the
-    context (zeroed here, which is what dropping then zero-padding gives), optionally apply
-    the power transform and standardise again, squash outliers beyond 4 sd, and rescale by
-    ``d / used`` so the total scale does not depend on how many features survive.
+    context (zeroed here, which is what dropping then zero-padding gives), optionally
+    apply the power transform and standardise again, squash outliers beyond 4 sd, and
+    rescale by ``d / used`` so the total scale does not depend on how many features
+    survive.
 
     Returns ``(context, queries, used)`` with ``used [B, 1, d]`` the surviving features.
     """
@@ -549,8 +550,8 @@ class FLAIR:
                  capacity: int = 80, offset: bool = True):
         as_instance(tfm, "tfm", TaskFeaturizer), as_instance(dde, "dde", nn.Module)
         if dde.d_x != tfm.d_z:
-            raise ValueError(f"dde: expected an engine over d_x = {tfm.d_z} (the TFM's z), "
-                             f"got {dde.d_x}")
+            raise ValueError(f"dde: expected an engine over d_x = {tfm.d_z} "
+                             f"(the TFM's z), got {dde.d_x}")
         self.tfm, self.dde = tfm.eval(), dde.eval()
         self.memory = ContextMemory(capacity, tfm.d_z)
         self.frozen, self.offset = False, bool(offset)
@@ -560,7 +561,8 @@ class FLAIR:
         x = torch.as_tensor(np.asarray(x, dtype=np.float32), device=dev).reshape(1, -1)
         return self.tfm(x)
 
-    def engine(self, cz: torch.Tensor, cy: torch.Tensor, qz: torch.Tensor) -> torch.Tensor:
+    def engine(self, cz: torch.Tensor, cy: torch.Tensor,
+               qz: torch.Tensor) -> torch.Tensor:
         """The engine's mean ``[B, n]`` for contexts ``cz [B, m, d], cy [B, m]`` and queries
         ``qz [B, n, d]``, through the head's offset when ``offset`` is set."""
         if not self.offset:

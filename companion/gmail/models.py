@@ -61,10 +61,10 @@ def add_lora(module: nn.Module, rank: int = 4, alpha: float = 8.0) -> nn.Module:
 
 
 class DualEncoder(nn.Module):
-    """GMAIL's two image encoders: ``f_r`` (frozen, the "projection for real") and ``f_g``, a copy of
-    f_r's backbone with LoRA on every linear layer and its own "projection for generated",
-    initialised as a copy of the real one, so that f_g = f_r at step 0. Only the LoRA factors and
-    the generated projection are trainable."""
+    """GMAIL's two image encoders: ``f_r`` (frozen, the "projection for real") and ``f_g``,
+    a copy of f_r's backbone with LoRA on every linear layer and its own "projection for
+    generated", initialised as a copy of the real one, so that f_g = f_r at step 0. Only
+    the LoRA factors and the generated projection are trainable."""
 
     def __init__(self, f_r: ImageEncoder, rank: int = 4, alpha: float = 8.0):
         super().__init__()

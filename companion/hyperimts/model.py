@@ -255,7 +255,8 @@ class NodeAttention(_AttentionBlock):
         q = self.q(h)
 
         def block(x):  # (n, d) rows -> (G, H, W, dh)
-            rows = x.new_zeros(G, W, H, dh).index_put((g.group, g.slot), x.view(n, H, dh))
+            rows = x.new_zeros(G, W, H, dh).index_put((g.group, g.slot),
+                                                      x.view(n, H, dh))
             return rows.transpose(1, 2)
 
         real = torch.zeros(G, W, dtype=torch.bool, device=h.device).index_put(
@@ -301,22 +302,25 @@ class IrregularityAwareAttention(nn.Module):
         self.threshold = nn.Parameter(torch.tensor(0.5))
         self.gate = as_choice(gate, "gate", GATES)
 
-    def scores(self, e_var: torch.Tensor, h: torch.Tensor, graph: Hypergraph, var: torch.Tensor,
-               n_vars: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The scores ``s`` (B, V, V) after the gate, the co-observation shares ``c`` and the mask of
-        pairs where the gate blended the fine-grained similarity in."""
+    def scores(self, e_var: torch.Tensor, h: torch.Tensor, graph: Hypergraph,
+               var: torch.Tensor, n_vars: int
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The scores ``s`` (B, V, V) after the gate, the co-observation shares ``c`` and
+        the mask of pairs where the gate blended the fine-grained similarity in."""
         B, V = graph.n_samples, n_vars
         E = e_var.view(B, V, self.d)
-        static = self.q(E) @ self.k(E).transpose(1, 2) / math.sqrt(self.d)          # (B, V, V)
+        static = self.q(E) @ self.k(E).transpose(1, 2) / math.sqrt(self.d)  # (B, V, V)
         i, j = graph.pairs
-        cell = (graph.sample[i] * V + var[i]) * V + var[j]                        # (b, u, v) of each pair
+        cell = (graph.sample[i] * V + var[i]) * V + var[j]  # (b, u, v) of each pair
         z = h[:, : self.d_fine]
-        co = h.new_zeros(B * V * V).index_add(0, cell, h.new_ones(cell.numel())).view(B, V, V)
-        fine = h.new_zeros(B * V * V).index_add(0, cell, (z[i] * z[j]).sum(-1)).view(B, V, V)
-        n_times = torch.bincount(graph.sample[_first_of(graph.time_edge, graph.n_time_edges)],
-                                 minlength=B).to(h.dtype)                         # L of each sample
+        cells = h.new_zeros(B * V * V)
+        co = cells.index_add(0, cell, h.new_ones(cell.numel())).view(B, V, V)
+        fine = cells.index_add(0, cell, (z[i] * z[j]).sum(-1)).view(B, V, V)
+        first = _first_of(graph.time_edge, graph.n_time_edges)
+        # L, the number of timestamps of each sample
+        n_times = torch.bincount(graph.sample[first], minlength=B).to(h.dtype)
         fine = fine / torch.sqrt(n_times * self.d_fine)[:, None, None]
-        seen = torch.diagonal(co, dim1=1, dim2=2)                                 # timestamps of u
+        seen = torch.diagonal(co, dim1=1, dim2=2)  # timestamps of u
         c = co / seen.clamp(min=1)[:, :, None]
         if self.gate == "off":
             blend = torch.zeros_like(static, dtype=torch.bool)
@@ -377,7 +381,8 @@ class HyperIMTS(nn.Module):
                                   batch.n_samples)
 
     def forward_nodes(self, time, var, x, is_query, sample, n_samples: int,
-                      attention: list | None = None, v2v: list | None = None) -> torch.Tensor:
+                      attention: list | None = None,
+                      v2v: list | None = None) -> torch.Tensor:
         """The forecast of every node from flat rows in any order (``x`` is 0 at queries).
 
         ``attention``: a list that receives, per layer, the node attention weights and
@@ -394,7 +399,8 @@ class HyperIMTS(nn.Module):
         for layer in range(last + 1):
             # eq. (hyperimts-n2e): both hyperedge sets from the same node states
             at_time, at_var = e_time[g.time_edge], e_var[g.var_edge]
-            e_time = self.to_time[layer](e_time, torch.cat([at_var, h], -1), g.time_edge)
+            e_time = self.to_time[layer](e_time, torch.cat([at_var, h], -1),
+                                         g.time_edge)
             e_var = self.to_var[layer](e_var, torch.cat([at_time, h], -1), g.var_edge)
             edges = torch.cat([e_time[g.time_edge], e_var[g.var_edge]], -1)
             if self.node_update == "attention":  # eq. (hyperimts-e2n)
@@ -411,7 +417,8 @@ class HyperIMTS(nn.Module):
                 if v2v is None:
                     e_var, _ = self.var_attention(e_var, h, g, var, self.n_vars)
                 else:
-                    e_var, _, w, blend = self.var_attention(e_var, h, g, var, self.n_vars, True)
+                    e_var, _, w, blend = self.var_attention(e_var, h, g, var,
+                                                            self.n_vars, True)
                     v2v.append((w, blend))
         out = torch.cat([h, e_time[g.time_edge], e_var[g.var_edge]], -1)
         return self.decoder(out).squeeze(-1)

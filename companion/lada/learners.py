@@ -258,13 +258,16 @@ class LADALearner(_Learner):
             self.memory.add_classes(v, y, self.lam1)
             params.append(self.memory.current)
         replay = self.bank is not None and len(self.bank) > 0
-        gen = torch.Generator(device=x.device).manual_seed(int(torch.randint(1 << 30, (1,), generator=self.gen)))
+        task_seed = int(torch.randint(1 << 30, (1,), generator=self.gen))
+        gen = torch.Generator(device=x.device).manual_seed(task_seed)
 
         def loss(idx):
-            feats, labels, weights = v[idx], y[idx], torch.ones(len(idx), device=x.device)
+            feats, labels = v[idx], y[idx]
+            weights = torch.ones(len(idx), device=x.device)
             if replay:  # fresh pseudo-features of every old class, at every step
                 p, py, pw = self.bank.sample(gen, pooled=self.dpt == "pooled")
-                feats, labels, weights = torch.cat([_unit(p), feats]), torch.cat([py, labels]), torch.cat([pw, weights])
+                feats = torch.cat([_unit(p), feats])
+                labels, weights = torch.cat([py, labels]), torch.cat([pw, weights])
             return _weighted_ce(self.logits(feats), labels, weights)
 
         self._optimise(params, len(v), loss)

@@ -166,9 +166,10 @@ def train_ensemble(model: MLPEnsemble, data: Sequence[tuple[torch.Tensor, torch.
 
 def _metta_data(X, y, n_classes, sampler, n_metta, seed):
     """The augmented training set D u M of eq. (metta-data): M gets the label K = n_classes."""
-    M = sampler.sample(n_metta, torch.Generator().manual_seed(seed + 10_007)).to(X.device)
-    return torch.cat([X, M]), torch.cat([y, torch.full((n_metta,), n_classes, dtype=torch.long,
-                                                       device=X.device)])
+    gen = torch.Generator().manual_seed(seed + 10_007)
+    M = sampler.sample(n_metta, gen).to(X.device)
+    metta = torch.full((n_metta,), n_classes, dtype=torch.long, device=X.device)
+    return torch.cat([X, M]), torch.cat([y, metta])
 
 
 def train_metta_nets(X: torch.Tensor, y: torch.Tensor, n_classes: int, sampler: MettaSampler, *,

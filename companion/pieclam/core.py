@@ -248,12 +248,13 @@ def _totals(F: torch.Tensor, batch: torch.Tensor | None) -> torch.Tensor:
 
 
 def _edge_terms(F, edge_index, lorentz, x_min):
-    """Per directed edge, ``log(1 - e^{-max(x, x_min)}) + x``: the edge's log-probability plus the
-    non-edge penalty ``x`` that the all-pairs term charges it (eq. (pieclam-loglik-fast)).
+    """Per directed edge, ``log(1 - e^{-max(x, x_min)}) + x``: the edge's log-probability
+    plus the non-edge penalty ``x`` that the all-pairs term charges it
+    (eq. (pieclam-loglik-fast)).
 
-    Only the log-probability is clamped; the penalty added back is the unclamped ``x`` that the
-    all-pairs term subtracts, so the two cancel exactly and the O(|E|) form equals the dense
-    definition with the same clamp (:func:`dense_loglik`).
+    Only the log-probability is clamped; the penalty added back is the unclamped ``x``
+    that the all-pairs term subtracts, so the two cancel exactly and the O(|E|) form
+    equals the dense definition with the same clamp (:func:`dense_loglik`).
     """
     x = edge_logits(F, edge_index, lorentz)
     return torch.log(-torch.expm1(-_clamped(x, x_min))) + x

@@ -37,7 +37,8 @@ __all__ = ["RealNVPPrior", "GaussianKDE", "FittedGaussian", "clam_split"]
 
 
 def clam_split(dim: int, lorentz: bool, n_attrs: int = 0) -> torch.Tensor:
-    """The coordinates ``A`` that the even coupling blocks condition on, for ``[codes | attrs]``.
+    """The coordinates ``A`` that the even coupling blocks condition on, for
+    ``[codes | attrs]``.
 
     IeClam/PieClam codes (``lorentz=True``): the inclusive entries ``t``, so that every pair
     ``(t_c, s_c)`` is split between ``A`` and ``B``. BigClam codes: their first half. Attributes:
@@ -46,7 +47,8 @@ def clam_split(dim: int, lorentz: bool, n_attrs: int = 0) -> torch.Tensor:
     as_positive_int(dim, "dim", minimum=1)
     as_positive_int(n_attrs, "n_attrs", minimum=0)
     if lorentz and dim % 2:
-        raise ValueError(f"dim: IeClam codes hold C inclusive and C exclusive entries, so dim must be even, got {dim}")
+        raise ValueError("dim: IeClam codes hold C inclusive and C exclusive entries, "
+                         f"so dim must be even, got {dim}")
     codes = torch.arange(dim) < (dim // 2 if lorentz else (dim + 1) // 2)
     return torch.cat([codes, torch.arange(n_attrs) < (n_attrs + 1) // 2])
 

@@ -267,8 +267,8 @@ class FSSINR(nn.Module):
         """``ctx_ll [B, K, 2]``, ``ctx_mask [B, K]`` (True = padded) -> ``w [B, d]``."""
         ctx_ll = _check_ll(ctx_ll, "ctx_ll")
         if ctx_ll.ndim != 3 or ctx_mask.shape != ctx_ll.shape[:2]:
-            raise ValueError(f"ctx_mask: expected shape {tuple(ctx_ll.shape[:2])} matching ctx_ll "
-                             f"[B, K, 2], got {tuple(ctx_mask.shape)}")
+            raise ValueError(f"ctx_mask: expected shape {tuple(ctx_ll.shape[:2])} "
+                             f"matching ctx_ll [B, K, 2], got {tuple(ctx_mask.shape)}")
         B = ctx_ll.shape[0]
         tokens = self.enc(ctx_ll) + self.e_loc
         special = torch.stack([self.cls, self.reg]).expand(B, 2, -1)
@@ -393,9 +393,10 @@ def _episodes(counts, starts, idx, max_ctx, fixed, rng):
 
 
 def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 6000, batch: int = 64,
-                 max_ctx: int = 20, fixed_ctx: bool = True, lr: float = 5e-4, decay: float = 0.98,
-                 decay_epochs: int = 20, warmup: int = 200, pos_weight: float = 2048.0,
-                 seed: int = 0, snapshots=(), log_every: int = 0, **arch) -> FSSINR:
+                 max_ctx: int = 20, fixed_ctx: bool = True, lr: float = 5e-4,
+                 decay: float = 0.98, decay_epochs: int = 20, warmup: int = 200,
+                 pos_weight: float = 2048.0, seed: int = 0, snapshots=(),
+                 log_every: int = 0, **arch) -> FSSINR:
     """Train the set encoder (and fine-tune f_theta, initialised from ``sinr``) on episodes.
 
     Each example is one training observation (shuffled passes, batches of ``batch``), its
@@ -428,8 +429,9 @@ def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 6000, batch: in
         pairs = list(zip(idx.tolist(), sp[idx].tolist()))
         ctx, mask = _episodes(counts, starts, pairs, max_ctx, fixed_ctx, rng)
         w = model.species_embedding(ll[ctx], mask)
-        loss = an_full_loss(model.enc(ll[idx]), model.enc(sample_background(len(idx), gen)),
-                            w, sp[idx], pos_weight)
+        present = model.enc(ll[idx])
+        background = model.enc(sample_background(len(idx), gen))
+        loss = an_full_loss(present, background, w, sp[idx], pos_weight)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -438,7 +440,8 @@ def train_fssinr(globe: SyntheticGlobe, sinr: SINR, steps: int = 6000, batch: in
         if step in snapshots:
             snaps[step] = {k: v.detach().clone() for k, v in model.state_dict().items()}
         if log_every and step % log_every == 0:
-            print(f"FS-SINR step {step}/{steps}: loss {np.mean(losses[-log_every:]):.4f}",
+            recent = np.mean(losses[-log_every:])
+            print(f"FS-SINR step {step}/{steps}: loss {recent:.4f}",
                   file=sys.stderr, flush=True)
     model.history = {"loss": losses, "snapshots": snaps}
     return model.eval()

@@ -204,11 +204,15 @@ class TopInG(_Explainer):
         alpha = self.sample(logits)
         vx, ve = self.topo_features(batch, alpha)
         u, v = batch.edges[:, 0], batch.edges[:, 1]
-        weight = torch.minimum(alpha[u], alpha[v]) if self.on_nodes else alpha  # an edge enters with its later end
-        feats = [self.pooled(batch, weight), vx] + ([ve] if self.head_complement else [])
+        # on nodes, an edge enters with its later end
+        weight = torch.minimum(alpha[u], alpha[v]) if self.on_nodes else alpha
+        feats = [self.pooled(batch, weight), vx]
+        if self.head_complement:
+            feats.append(ve)
         out = self.head(torch.cat(feats, 1))
+        prior = gaussian_mixture_prior(p, self.rho, gamma=self.gamma)
         aux = {"topo": -self.alpha * topo_discrepancy(vx, ve),
-               "prior": self.beta * gaussian_mixture_prior(p, self.rho, gamma=self.gamma)}
+               "prior": self.beta * prior}
         edge_p = torch.minimum(p[u], p[v]) if self.on_nodes else p
         return out, edge_p, aux
 

@@ -230,26 +230,30 @@ def cut_persistence(num_nodes: int, edges, f: torch.Tensor, t: float = 0.5) -> t
 def batch_node_cut_persistence(num_nodes: int, edges, f: torch.Tensor, t: float = 0.5,
                                node_graph=None, num_graphs: int | None = None
                                ) -> tuple[Diagram, Diagram]:
-    """The two diagrams of the paper's node filtration cut at ``t`` (eq. ``toping-node-parts``).
+    """The two diagrams of the paper's node filtration cut at ``t``
+    (eq. ``toping-node-parts``).
 
-    ``f: [N]`` node scores in [0, 1]. ``T_X`` holds the nodes with ``f > t``, each entering at
-    ``1 - f(v)``, and the edges between two of them, each entering with its later end, at
-    ``1 - min(f(u), f(v))`` (cap ``1 - t``); ``T_eps`` holds the nodes with ``f <= t`` at ``f(v)``
-    and the edges between two of them at ``max(f(u), f(v))`` (cap ``t``). An edge with one end on
-    each side belongs to neither part, and neither part holds the other's vertices.
+    ``f: [N]`` node scores in [0, 1]. ``T_X`` holds the nodes with ``f > t``, each entering
+    at ``1 - f(v)``, and the edges between two of them, each entering with its later end,
+    at ``1 - min(f(u), f(v))`` (cap ``1 - t``); ``T_eps`` holds the nodes with ``f <= t``
+    at ``f(v)`` and the edges between two of them at ``max(f(u), f(v))`` (cap ``t``). An
+    edge with one end on each side belongs to neither part, and neither part holds the
+    other's vertices.
     """
     t = _check_cut(t)
     num_nodes = as_positive_int(num_nodes, "num_nodes")
     if not isinstance(f, torch.Tensor):
         f = torch.as_tensor(f, dtype=torch.float64)
     if f.shape != (num_nodes,):
-        raise ValueError(f"f: expected shape [{num_nodes}] (one score per node), got {tuple(f.shape)}")
+        raise ValueError(f"f: expected shape [{num_nodes}] (one score per node), "
+                         f"got {tuple(f.shape)}")
     if not bool(torch.isfinite(f).all()):
         raise ValueError("f: must be finite (no NaN or inf)")
     if f.numel() and (f.min() < 0 or f.max() > 1):
         raise ValueError("f: node scores must lie in [0, 1]")
-    num_nodes, edges, _ = _check_graph(num_nodes, edges, torch.zeros(len(torch.as_tensor(edges).reshape(-1, 2)),
-                                                                      dtype=f.dtype), "edges")
+    n_edges = len(torch.as_tensor(edges).reshape(-1, 2))
+    num_nodes, edges, _ = _check_graph(num_nodes, edges,
+                                       torch.zeros(n_edges, dtype=f.dtype), "edges")
     top = f > t
     u, v = edges[:, 0], edges[:, 1]
     args = dict(node_graph=node_graph, num_graphs=num_graphs)
@@ -257,12 +261,14 @@ def batch_node_cut_persistence(num_nodes: int, edges, f: torch.Tensor, t: float 
     e_keep = ~top[u] & ~top[v]
     tx = 1 - torch.minimum(f[u], f[v])
     te = torch.maximum(f[u], f[v])
-    return (batch_edge_persistence(num_nodes, edges, torch.where(x_keep, tx, torch.zeros_like(tx)), 1 - t,
-                                   keep=x_keep, vertex_times=torch.where(top, 1 - f, torch.zeros_like(f)),
-                                   keep_vertices=top, **args),
-            batch_edge_persistence(num_nodes, edges, torch.where(e_keep, te, torch.zeros_like(te)), t,
-                                   keep=e_keep, vertex_times=torch.where(~top, f, torch.zeros_like(f)),
-                                   keep_vertices=~top, **args))
+    zero_e, zero_v = torch.zeros_like(tx), torch.zeros_like(f)
+    T_X = batch_edge_persistence(
+        num_nodes, edges, torch.where(x_keep, tx, zero_e), 1 - t, keep=x_keep,
+        vertex_times=torch.where(top, 1 - f, zero_v), keep_vertices=top, **args)
+    T_eps = batch_edge_persistence(
+        num_nodes, edges, torch.where(e_keep, te, zero_e), t, keep=e_keep,
+        vertex_times=torch.where(~top, f, zero_v), keep_vertices=~top, **args)
+    return T_X, T_eps
 
 
 def node_cut_persistence(num_nodes: int, edges, f: torch.Tensor, t: float = 0.5) -> tuple[Diagram, Diagram]:

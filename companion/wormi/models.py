@@ -137,7 +137,8 @@ class CompoundAttention(nn.Module):
         """``U`` ``(B, K, 4, d)``: shared projections of each world's features, eq. (wormi-tokens)."""
         return torch.stack([p(x) for p, x in zip(self.proj, worlds)], -2) + self.kind
 
-    def forward(self, h: torch.Tensor, worlds: list[torch.Tensor], mask: torch.Tensor | None = None):
+    def forward(self, h: torch.Tensor, worlds: list[torch.Tensor],
+                mask: torch.Tensor | None = None):
         B, n, d = h.shape
         K = worlds[0].shape[1] if worlds else 0
         if mask is None:
@@ -145,18 +146,22 @@ class CompoundAttention(nn.Module):
         if K == 0 or not bool(mask.any()):
             return h, h.new_zeros(B, n, K)
         u = self.world_tokens(worlds)  # (B, K, 4, d)
-        # world-to-world integration: one attention block over every present world's tokens
+        # world-to-world integration: one attention block over every present world's
+        # tokens; rows with no world attend to themselves (their output is unused)
         pad = ~mask.repeat_interleave(TOKENS, 1)
-        empty = mask.sum(1) == 0  # rows with no world attend to themselves (their output is unused)
+        empty = mask.sum(1) == 0
         pad = pad & ~empty[:, None]
-        u = self.ln(self.integrate(u.reshape(B, K * TOKENS, d), pad)).reshape(B, K, TOKENS, d)
+        u = self.integrate(u.reshape(B, K * TOKENS, d), pad)
+        u = self.ln(u).reshape(B, K, TOKENS, d)
         # world-to-reasoning alignment, one world at a time (eq. (wormi-align))
         hd = d // self.heads
         q = self.q(h).view(B, n, self.heads, hd)
-        k, v = self.k(u).view(B, K, TOKENS, self.heads, hd), self.v(u).view(B, K, TOKENS, self.heads, hd)
+        k = self.k(u).view(B, K, TOKENS, self.heads, hd)
+        v = self.v(u).view(B, K, TOKENS, self.heads, hd)
         att = torch.einsum("bnhe,bkrhe->bnkhr", q, k) / math.sqrt(hd)
         att = att.softmax(-1)
-        self.token_attention = att.detach().mean(3)  # (B, n, K, 4): which world tokens each query reads
+        # (B, n, K, 4): which world tokens each query reads
+        self.token_attention = att.detach().mean(3)
         o = torch.einsum("bnkhr,bkrhe->bnkhe", att, v).reshape(B, n, K, d)
         # world weights beta: which world each reasoning token listens to (eq. (wormi-beta))
         logits = torch.einsum("bnd,bkd->bnk", self.q_beta(h), self.k_beta(u.mean(2))) / math.sqrt(d)
